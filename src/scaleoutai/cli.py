@@ -1,0 +1,41 @@
+"""The ``scaleout`` command. Each part of the course registers its own subcommands here."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# module path -> its ``register(subparsers)`` function adds one or more subcommands.
+COMMANDS = [
+    "scaleoutai.notebooks",
+]
+
+
+class UserError(Exception):
+    """Bad input from the person at the terminal: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scaleout", description="Courseware for 'Scaling Out AI'.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in COMMANDS:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"scaleout: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("scaleout: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

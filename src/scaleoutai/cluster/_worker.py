@@ -1,0 +1,76 @@
+"""Entry point of one rank started by ``cluster.run(..., backend="process")``.
+
+Usage: python -m scaleoutai.cluster._worker TMPDIR RANK WORLD_SIZE STORE_PORT
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import time
+import traceback
+
+
+def _die_with_parent() -> None:
+    # Linux: SIGKILL this process when the parent dies, so no rank is ever orphaned.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:  # pragma: no cover - not Linux
+        pass
+
+
+def _write(path: str, obj: dict) -> None:
+    import cloudpickle
+
+    part = f"{path}.part"
+    with open(part, "wb") as f:
+        cloudpickle.dump(obj, f)
+    os.replace(part, path)
+
+
+def main(argv: list[str]) -> int:
+    _die_with_parent()
+    tmp, rank, size, port = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    out = os.path.join(tmp, f"rank{rank}.pkl")
+    import cloudpickle
+
+    with open(os.path.join(tmp, "job.pkl"), "rb") as f:
+        job = cloudpickle.load(f)
+    for p in reversed(job["sys_path"]):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from scaleoutai.cluster.process import CRASH_EXIT_CODE, InjectedCrash, ProcessComm
+
+    timeout = timedelta(seconds=job["timeout"])
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=timeout)
+    comm = ProcessComm(rank, size, trace=job["trace"], faults=job["faults"], timeout=job["timeout"])
+    try:
+        value = job["fn"](comm, *job["args"], **job["kwargs"])
+        comm.flush()
+        dist.barrier()  # nobody closes its sockets while a peer still reads from them
+    except InjectedCrash:
+        sys.stdout.flush()
+        _write(out, {"ok": False, "time": time.time(), "summary": "crashed", "traceback": ""})
+        os._exit(CRASH_EXIT_CODE)
+    except BaseException as exc:  # noqa: BLE001 - report every failure, SystemExit included
+        summary = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, SystemExit):
+            summary = f"called sys.exit({exc.code!r}); return a value from the worker instead"
+        _write(out, {"ok": False, "time": time.time(), "summary": summary, "traceback": traceback.format_exc()})
+        sys.stdout.flush()
+        os._exit(1)
+    comm.stats.wall_time = time.perf_counter() - comm._t0
+    _write(out, {"ok": True, "time": time.time(), "value": value, "stats": comm.stats.as_dict(),
+                 "trace": comm.trace or []})
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: the group is done and the parent has what it needs
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

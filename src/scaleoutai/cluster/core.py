@@ -1,0 +1,241 @@
+"""The communicator contract shared by every backend (DESIGN.md, "The one idea").
+
+A worker is ``fn(comm, *args, **kwargs)``. ``comm`` offers ``rank``, ``size``,
+``send(array, dst)``, ``recv(src) -> array``, ``barrier()`` and ``stats``; the from-scratch
+collectives of Chapter 4 use nothing else. Shape and dtype travel with each message.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class ClusterError(RuntimeError):
+    """Base class of every error a distributed run raises in the caller."""
+
+
+class RankError(ClusterError):
+    """A rank raised: ``.rank`` names it, ``.traceback`` is its formatted traceback."""
+
+    def __init__(self, rank: int, summary: str, traceback: str = ""):
+        self.rank = rank
+        self.summary = summary
+        self.traceback = traceback
+        tail = f"\n\n--- traceback of rank {rank} ---\n{traceback}" if traceback else ""
+        super().__init__(f"rank {rank} failed: {summary}{tail}")
+
+
+class RankCrashed(ClusterError):
+    """A rank stopped because a crash fault was injected (fail-stop model, Chapter 2)."""
+
+    def __init__(self, rank: int, after_messages: int):
+        self.rank = rank
+        self.after_messages = after_messages
+        super().__init__(f"rank {rank} crashed (injected fault after {after_messages} messages sent)")
+
+
+class PeerCrashedError(ClusterError):
+    """``recv(src)`` found ``src`` crashed with nothing left in flight: a perfect failure detector."""
+
+    def __init__(self, rank: int, peer: int):
+        self.rank = rank
+        self.peer = peer
+        super().__init__(f"rank {rank} waited for rank {peer}, which has crashed; "
+                         f"catch cluster.PeerCrashedError to tolerate the fault")
+
+
+class DeadlockError(ClusterError):
+    """Every live rank waits and no message can arrive. ``.waiting`` maps rank -> what it waits for."""
+
+    def __init__(self, waiting: dict[int, str]):
+        self.waiting = dict(sorted(waiting.items()))
+        lines = "; ".join(f"rank {r} waits {w}" for r, w in self.waiting.items())
+        super().__init__(f"deadlock: {lines}. Check that every recv has a matching send "
+                         f"and that every rank calls barrier() the same number of times.")
+
+
+class RunTimeout(ClusterError, TimeoutError):
+    """The run exceeded its wall-clock timeout; ``.running`` lists the ranks still busy."""
+
+    def __init__(self, timeout: float, running: list[int]):
+        self.timeout = timeout
+        self.running = running
+        super().__init__(f"distributed run exceeded timeout={timeout:g}s; ranks still running: "
+                         f"{running}. Raise timeout= or look for a rank stuck in a loop or a recv.")
+
+
+@dataclass(frozen=True)
+class Network:
+    """Alpha-beta network of the simulator: a message of n bytes costs ``alpha + n * beta`` seconds.
+
+    alpha: latency per message (s); beta: transfer time per byte (s/B) = 1 / bandwidth.
+    """
+
+    alpha: float = 1e-5
+    beta: float = 1e-9
+
+    def __post_init__(self) -> None:
+        if not (self.alpha >= 0 and self.beta >= 0):
+            raise ValueError(f"Network needs alpha >= 0 and beta >= 0, got alpha={self.alpha}, beta={self.beta}")
+
+    def message_time(self, nbytes: int) -> float:
+        return self.alpha + nbytes * self.beta
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Deterministic fault injection.
+
+    crash: {rank: n} stops ``rank`` when it tries to send its (n+1)-th message (fail-stop).
+    slow:  {rank: factor} makes ``rank`` a straggler: its compute takes ``factor`` times longer.
+    """
+
+    crash: dict[int, int] = field(default_factory=dict)
+    slow: dict[int, float] = field(default_factory=dict)
+
+    def check(self, world_size: int) -> None:
+        for name, table in (("crash", self.crash), ("slow", self.slow)):
+            for r in table:
+                if not (isinstance(r, int) and 0 <= r < world_size):
+                    raise ValueError(f"Faults({name}=...) names rank {r!r}, but ranks are 0..{world_size - 1}")
+        for r, n in self.crash.items():
+            if int(n) < 0:
+                raise ValueError(f"Faults(crash={{{r}: {n}}}): the message count must be >= 0")
+        for r, f in self.slow.items():
+            if not f >= 1:
+                raise ValueError(f"Faults(slow={{{r}: {f}}}): a straggler factor must be >= 1")
+
+
+@dataclass
+class RankStats:
+    """What one rank sent and received; ``sim_time`` is its simulated clock (simulator only)."""
+
+    messages_sent: int = 0
+    bytes_sent: int = 0
+    messages_received: int = 0
+    bytes_received: int = 0
+    sim_time: float | None = None
+    wall_time: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One send or recv: times are simulated seconds (sim) or wall seconds since the run began."""
+
+    kind: str  # "send" or "recv"
+    rank: int
+    peer: int
+    nbytes: int
+    start: float
+    end: float
+
+
+@dataclass
+class RunResult:
+    """What ``cluster.run`` returns: per-rank return values, stats and (optionally) the trace."""
+
+    values: list[Any]
+    stats: list[RankStats]
+    backend: str
+    wall_time: float
+    trace: list[TraceEvent] | None = None
+
+    @property
+    def sim_time(self) -> float | None:
+        """The simulated makespan: the latest rank clock (None outside the simulator)."""
+        times = [s.sim_time for s in self.stats if s.sim_time is not None]
+        return max(times) if times else None
+
+
+def as_message(array: Any, where: str) -> np.ndarray:
+    """Validate a payload: NumPy arrays and scalars travel; anything else gets a teaching error."""
+    if isinstance(array, np.ndarray):
+        return array
+    if isinstance(array, np.generic):
+        return np.asarray(array)
+    kind = type(array).__name__
+    hint = " (call .numpy() on a torch tensor)" if kind == "Tensor" else " (wrap it with np.asarray(...))"
+    raise TypeError(f"{where} sends NumPy arrays only, got {kind}{hint}")
+
+
+def check_peer(peer: Any, size: int, what: str) -> int:
+    if isinstance(peer, bool) or not isinstance(peer, (int, np.integer)):
+        raise TypeError(f"{what} must be an int rank, got {type(peer).__name__}")
+    if not 0 <= int(peer) < size:
+        raise ValueError(f"{what}={peer} is out of range: ranks are 0..{size - 1}")
+    return int(peer)
+
+
+class Communicator:
+    """Base class: validation, stats and tracing. Backends implement ``_send``/``_recv``/``barrier``."""
+
+    rank: int
+    size: int
+    backend: str = "?"
+
+    def __init__(self, rank: int, size: int, trace: bool = False):
+        self.rank = rank
+        self.size = size
+        self.stats = RankStats()
+        self.trace: list[TraceEvent] | None = [] if trace else None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} rank={self.rank} size={self.size}>"
+
+    def send(self, array: np.ndarray, dst: int) -> None:
+        """Send ``array`` to rank ``dst``. Never blocks on the receiver (eager, buffered)."""
+        arr = as_message(array, "comm.send")
+        dst = check_peer(dst, self.size, "dst")
+        if dst == self.rank:
+            raise ValueError(f"rank {self.rank} tried to send to itself; keep local data local")
+        self._send(np.ascontiguousarray(arr), dst)
+
+    def recv(self, src: int) -> np.ndarray:
+        """Receive the next message from ``src``: a new array with the sender's shape and dtype."""
+        src = check_peer(src, self.size, "src")
+        if src == self.rank:
+            raise ValueError(f"rank {self.rank} tried to receive from itself; that would wait forever")
+        return self._recv(src)
+
+    def barrier(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def compute(self, seconds: float) -> None:
+        """Account ``seconds`` of local work (stretched by a straggler factor). See Chapter 3."""
+        raise NotImplementedError
+
+    def _send(self, arr: np.ndarray, dst: int) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _recv(self, src: int) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _count_send(self, nbytes: int) -> None:
+        self.stats.messages_sent += 1
+        self.stats.bytes_sent += nbytes
+
+    def _count_recv(self, nbytes: int) -> None:
+        self.stats.messages_received += 1
+        self.stats.bytes_received += nbytes
+
+    def _trace(self, kind: str, peer: int, nbytes: int, start: float, end: float) -> None:
+        if self.trace is not None:
+            self.trace.append(TraceEvent(kind, self.rank, peer, nbytes, start, end))
+
+
+def check_run_args(fn: Any, world_size: Any, timeout: Any) -> int:
+    if not callable(fn):
+        raise TypeError(f"cluster.run needs a function fn(comm, ...), got {type(fn).__name__}")
+    if isinstance(world_size, bool) or not isinstance(world_size, (int, np.integer)):
+        raise TypeError(f"world_size must be an int >= 1, got {type(world_size).__name__}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+    return int(world_size)

@@ -1,0 +1,235 @@
+"""The simulated cluster: one thread per rank, an alpha-beta clock per rank (Chapters 2-4).
+
+Time model (Network(alpha, beta)): a send of n bytes started at the sender's clock t occupies the
+sender until t + alpha + n*beta and arrives then; a recv moves the receiver's clock to
+max(own clock, arrival). Sends are eager (buffered), so they never block in real time. A barrier moves
+every clock to the latest one. Results and clocks depend only on the per-pair message order, so every
+run is deterministic. When every live rank waits and nothing can arrive, DeadlockError names them.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import deque
+from typing import Any, Callable
+
+import numpy as np
+
+from .core import (ClusterError, Communicator, DeadlockError, Faults, Network, PeerCrashedError,
+                   RankCrashed, RankError, RunResult, RunTimeout)
+
+_ENDED = ("done", "crashed", "failed")
+
+
+class _Aborted(BaseException):
+    """Unwinds a rank's thread once the run has failed elsewhere (not seen by user code)."""
+
+
+class _Crash(BaseException):
+    """Unwinds a crashed rank; a BaseException so that user code's ``except Exception`` can't hide it."""
+
+
+class _World:
+    def __init__(self, size: int, network: Network, faults: Faults):
+        self.size = size
+        self.network = network
+        self.faults = faults
+        self.lock = threading.Lock()
+        self.conds = [threading.Condition(self.lock) for _ in range(size)]
+        self.mail: list[list[deque]] = [[deque() for _ in range(size)] for _ in range(size)]
+        self.state = ["run"] * size
+        self.waiting_on: list[int | None] = [None] * size
+        self.blocked = 0
+        self.ended = 0
+        self.barrier_gen = 0
+        self.barrier_arrived: list[int] = []
+        self.barrier_clock = 0.0
+        self.release_clock: dict[int, float] = {}
+        self.abort: BaseException | None = None
+        self.failures: list[tuple[int, BaseException, str]] = []
+        self.finished = threading.Event()
+
+    # -- called with self.lock held ------------------------------------------------------------
+    def wake_all(self) -> None:
+        for c in self.conds:
+            c.notify_all()
+
+    def fail_run(self, err: BaseException) -> None:
+        if self.abort is None:
+            self.abort = err
+        self.wake_all()
+        self.finished.set()
+
+    def barrier_members(self) -> int:
+        return sum(1 for s in self.state if s != "crashed")
+
+    def check_deadlock(self) -> None:
+        live = [r for r in range(self.size) if self.state[r] not in _ENDED]
+        if not live or self.blocked < len(live):
+            return
+        waiting: dict[int, str] = {}
+        for r in live:
+            if self.state[r] == "recv":
+                s = self.waiting_on[r]
+                if self.mail[r][s] or self.state[s] == "crashed":
+                    return  # r has been woken and will proceed
+                why = " (it has finished)" if self.state[s] == "done" else ""
+                waiting[r] = f"to receive from rank {s}{why}"
+            elif self.state[r] == "barrier":
+                if self.waiting_on[r] != self.barrier_gen:
+                    return  # the barrier r waits at has been released; r will proceed
+                gone = [q for q in range(self.size) if self.state[q] == "done"]
+                why = f" (ranks {gone} finished without calling it)" if gone else ""
+                waiting[r] = f"at barrier(){why}"
+            else:
+                return
+        self.fail_run(DeadlockError(waiting))
+
+
+class SimComm(Communicator):
+    """A rank of the simulated cluster. ``comm.clock`` is its simulated time in seconds."""
+
+    backend = "sim"
+
+    def __init__(self, world: _World, rank: int, trace: bool):
+        super().__init__(rank, world.size, trace)
+        self._w = world
+        self.clock = 0.0
+        self._crash_after = world.faults.crash.get(rank)
+        self._slow = float(world.faults.slow.get(rank, 1.0))
+
+    def _send(self, arr: np.ndarray, dst: int) -> None:
+        w = self._w
+        if self._crash_after is not None and self.stats.messages_sent >= self._crash_after:
+            raise _Crash
+        start = self.clock
+        self.clock = start + w.network.message_time(arr.nbytes)
+        payload = arr.copy()  # the receiver must never alias the sender's buffer
+        with w.lock:
+            if w.abort is not None:
+                raise _Aborted
+            if w.state[dst] != "crashed":
+                w.mail[dst][self.rank].append((payload, self.clock))
+                if w.state[dst] == "recv" and w.waiting_on[dst] == self.rank:
+                    w.conds[dst].notify()
+        self._count_send(arr.nbytes)
+        self._trace("send", dst, arr.nbytes, start, self.clock)
+
+    def _recv(self, src: int) -> np.ndarray:
+        w = self._w
+        start = self.clock
+        with w.lock:
+            box = w.mail[self.rank][src]
+            while not box:
+                if w.abort is not None:
+                    raise _Aborted
+                if w.state[src] == "crashed":
+                    raise PeerCrashedError(self.rank, src)
+                w.state[self.rank], w.waiting_on[self.rank] = "recv", src
+                w.blocked += 1
+                w.check_deadlock()
+                if w.abort is None:
+                    w.conds[self.rank].wait()
+                w.blocked -= 1
+                w.state[self.rank], w.waiting_on[self.rank] = "run", None
+            payload, arrival = box.popleft()
+        self.clock = max(self.clock, arrival)
+        self._count_recv(payload.nbytes)
+        self._trace("recv", src, payload.nbytes, start, self.clock)
+        return payload
+
+    def barrier(self) -> None:
+        """Wait until every rank that has not crashed arrives; clocks move to the latest."""
+        w = self._w
+        with w.lock:
+            if w.abort is not None:
+                raise _Aborted
+            gen = w.barrier_gen
+            w.barrier_arrived.append(self.rank)
+            w.barrier_clock = max(w.barrier_clock, self.clock)
+            if len(w.barrier_arrived) >= w.barrier_members():
+                w.release_clock[gen] = w.barrier_clock
+                w.barrier_gen += 1
+                w.barrier_arrived = []
+                w.barrier_clock = 0.0
+                w.wake_all()
+            else:
+                w.state[self.rank], w.waiting_on[self.rank] = "barrier", gen
+                w.blocked += 1
+                while w.barrier_gen == gen and w.abort is None:
+                    w.check_deadlock()
+                    if w.abort is None:
+                        w.conds[self.rank].wait()
+                w.blocked -= 1
+                w.state[self.rank], w.waiting_on[self.rank] = "run", None
+                if w.abort is not None:
+                    raise _Aborted
+            self.clock = max(self.clock, w.release_clock[gen])
+
+    def compute(self, seconds: float) -> None:
+        """Advance this rank's clock by ``seconds`` of local work, times its straggler factor."""
+        if seconds < 0:
+            raise ValueError(f"compute(seconds={seconds}): time cannot run backwards")
+        self.clock += seconds * self._slow
+
+
+def run_sim(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, network: Network | None,
+            faults: Faults | None, timeout: float | None, trace: bool) -> RunResult:
+    network = network or Network()
+    faults = faults or Faults()
+    faults.check(world_size)
+    w = _World(world_size, network, faults)
+    comms = [SimComm(w, r, trace) for r in range(world_size)]
+    values: list[Any] = [None] * world_size
+    t0 = time.perf_counter()
+
+    def body(r: int) -> None:
+        comm = comms[r]
+        end_state = "done"
+        try:
+            values[r] = fn(comm, *args, **kwargs)
+        except _Aborted:
+            end_state = "failed"
+        except _Crash:
+            values[r] = RankCrashed(r, comm._crash_after)
+            end_state = "crashed"
+        except BaseException as exc:  # noqa: BLE001 - any rank failure ends the group
+            end_state = "failed"
+            with w.lock:
+                w.failures.append((r, exc, traceback.format_exc()))
+                w.fail_run(exc)
+        finally:
+            comm.stats.wall_time = time.perf_counter() - t0
+            comm.stats.sim_time = comm.clock
+            with w.lock:
+                w.state[r] = end_state
+                w.ended += 1
+                if end_state == "crashed":
+                    w.wake_all()  # peers waiting on r learn of the crash
+                if w.ended == world_size:
+                    w.finished.set()
+                else:
+                    w.check_deadlock()
+
+    threads = [threading.Thread(target=body, args=(r,), name=f"sim-rank-{r}", daemon=True)
+               for r in range(world_size)]
+    for t in threads:
+        t.start()
+    if not w.finished.wait(timeout):
+        with w.lock:
+            running = [r for r in range(world_size) if w.state[r] not in _ENDED]
+            w.fail_run(RunTimeout(timeout, running))
+        raise RunTimeout(timeout, running)
+    for t in threads:  # every thread is unwinding by now; a stuck one is a daemon and left behind
+        t.join(timeout=1.0)
+    if w.failures:
+        rank, exc, tb = w.failures[0]
+        raise RankError(rank, f"{type(exc).__name__}: {exc}", tb) from exc
+    if isinstance(w.abort, ClusterError):
+        raise w.abort
+    events = None
+    if trace:
+        events = sorted((e for c in comms for e in c.trace), key=lambda e: (e.start, e.rank, e.kind))
+    return RunResult(values=values, stats=[c.stats for c in comms], backend="sim",
+                     wall_time=time.perf_counter() - t0, trace=events)

@@ -1,0 +1,131 @@
+"""``cluster.run(..., backend="process")``: one OS process per rank, fail fast, no orphans.
+
+The function and its arguments travel by value (cloudpickle), so code defined in a notebook cell runs.
+Each rank writes its outcome to a file in a private temp folder; the parent polls the processes, and
+the first rank that fails (or crashes, or the timeout) ends the group: every process group is killed
+and the caller gets that rank's traceback.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import IO, Any, Callable
+
+from .core import Faults, RankCrashed, RankError, RankStats, RunResult, RunTimeout
+from .process import CRASH_EXIT_CODE, worker_env
+
+
+def _relay(stream: IO[bytes], rank: int, quiet: bool) -> None:
+    for raw in iter(stream.readline, b""):
+        if not quiet:
+            sys.stdout.write(f"[rank {rank}] {raw.decode(errors='replace')}")
+            sys.stdout.flush()
+    stream.close()
+
+
+def _kill(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                p.kill()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a process that ignores SIGKILL
+            pass
+
+
+def _load(path: str) -> dict[str, Any] | None:
+    import cloudpickle
+
+    try:
+        with open(path, "rb") as f:
+            return cloudpickle.load(f)
+    except (OSError, EOFError):
+        return None
+
+
+def _first_failure(tmp: str, procs: list[subprocess.Popen], faults: Faults) -> Exception:
+    """The rank that failed first (by its own timestamp); peers it took down fail later."""
+    found = []
+    for r, p in enumerate(procs):
+        rc = p.poll()
+        if rc is None or rc == 0:
+            continue
+        out = _load(os.path.join(tmp, f"rank{r}.pkl"))
+        if rc == CRASH_EXIT_CODE:
+            found.append((out["time"] if out else 0.0, RankCrashed(r, faults.crash.get(r, 0))))
+        elif out and not out.get("ok", True):
+            found.append((out["time"], RankError(r, out["summary"], out["traceback"])))
+        else:
+            why = f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
+            hint = " (out of memory?)" if rc == -signal.SIGKILL else ""
+            found.append((float("inf"), RankError(r, f"process {why}{hint} before returning")))
+    found.sort(key=lambda t: t[0])
+    return found[0][1]
+
+
+def run_process(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict,
+                faults: Faults | None, timeout: float, trace: bool, quiet: bool = False) -> RunResult:
+    import cloudpickle
+    import torch.distributed as dist
+    from datetime import timedelta
+
+    faults = faults or Faults()
+    faults.check(world_size)
+    t0 = time.perf_counter()
+    tmp = tempfile.mkdtemp(prefix="scaleout-run-")
+    store = dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=timeout), wait_for_workers=False)
+    procs: list[subprocess.Popen] = []
+    relays: list[threading.Thread] = []
+    try:
+        with open(os.path.join(tmp, "job.pkl"), "wb") as f:
+            cloudpickle.dump({"fn": fn, "args": args, "kwargs": kwargs, "faults": faults, "trace": trace,
+                              "timeout": timeout, "sys_path": list(sys.path), "cwd": os.getcwd()}, f)
+        env = worker_env(world_size)
+        for r in range(world_size):
+            cmd = [sys.executable, "-m", "scaleoutai.cluster._worker", tmp, str(r), str(world_size),
+                   str(store.port)]
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 env=env, start_new_session=True)
+            procs.append(p)
+            t = threading.Thread(target=_relay, args=(p.stdout, r, quiet), daemon=True)
+            t.start()
+            relays.append(t)
+        deadline = t0 + timeout
+        while True:
+            codes = [p.poll() for p in procs]
+            if any(c not in (None, 0) for c in codes):
+                time.sleep(0.05)  # let a failing rank's peers report, then pick the first failure
+                err = _first_failure(tmp, procs, faults)
+                _kill(procs)
+                raise err
+            if all(c == 0 for c in codes):
+                break
+            if time.perf_counter() > deadline:
+                running = [r for r, c in enumerate(codes) if c is None]
+                _kill(procs)
+                raise RunTimeout(timeout, running)
+            time.sleep(0.005)
+        for t in relays:
+            t.join(timeout=5)
+        outs = [_load(os.path.join(tmp, f"rank{r}.pkl")) for r in range(world_size)]
+        missing = [r for r, o in enumerate(outs) if o is None]
+        if missing:
+            raise RankError(missing[0], "exited without writing its result (did it call os._exit?)")
+        stats = [RankStats(**o["stats"]) for o in outs]
+        events = sorted((e for o in outs for e in o["trace"]), key=lambda e: (e.start, e.rank)) if trace else None
+        return RunResult(values=[o["value"] for o in outs], stats=stats, backend="process",
+                         wall_time=time.perf_counter() - t0, trace=events)
+    finally:
+        _kill(procs)
+        del store
+        shutil.rmtree(tmp, ignore_errors=True)
