@@ -8,6 +8,9 @@ import sys
 # module path -> its ``register(subparsers)`` function adds one or more subcommands.
 COMMANDS = [
     "scaleoutai.notebooks",
+    "scaleoutai.cluster.launchers.cli",
+    "scaleoutai.capstone.cli",
+    "scaleoutai.grading.cli",
 ]
 
 

@@ -29,27 +29,51 @@ def _write(path: str, obj: dict) -> None:
     os.replace(part, path)
 
 
-def main(argv: list[str]) -> int:
-    _die_with_parent()
-    tmp, rank, size, port = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
-    out = os.path.join(tmp, f"rank{rank}.pkl")
+def _fail(out: str, exc: BaseException) -> None:
+    summary = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SystemExit):
+        summary = f"called sys.exit({exc.code!r}); return a value from the worker instead"
+    _write(out, {"ok": False, "time": time.time(), "summary": summary, "traceback": traceback.format_exc()})
+    sys.stdout.flush()
+    os._exit(1)
+
+
+def _start(tmp: str, rank: int, size: int, port: int) -> tuple[dict, object]:
+    """Load the job and join the group; any failure here is reported like a failure in fn."""
+    import json
+
     import cloudpickle
 
+    with open(os.path.join(tmp, "sys_path.json")) as f:  # before unpickling: fn's module may live there
+        for p in reversed(json.load(f)):
+            if p not in sys.path:
+                sys.path.insert(0, p)
     with open(os.path.join(tmp, "job.pkl"), "rb") as f:
         job = cloudpickle.load(f)
-    for p in reversed(job["sys_path"]):
-        if p not in sys.path:
-            sys.path.insert(0, p)
     from datetime import timedelta
 
     import torch.distributed as dist
 
-    from scaleoutai.cluster.process import CRASH_EXIT_CODE, InjectedCrash, ProcessComm
+    from scaleoutai.cluster.process import ProcessComm
 
     timeout = timedelta(seconds=job["timeout"])
     store = dist.TCPStore("127.0.0.1", port, None, False, timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=timeout)
-    comm = ProcessComm(rank, size, trace=job["trace"], faults=job["faults"], timeout=job["timeout"])
+    return job, ProcessComm(rank, size, trace=job["trace"], faults=job["faults"], timeout=job["timeout"])
+
+
+def main(argv: list[str]) -> int:
+    _die_with_parent()
+    tmp, rank, size, port = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    out = os.path.join(tmp, f"rank{rank}.pkl")
+    try:
+        job, comm = _start(tmp, rank, size, port)
+    except BaseException as exc:  # noqa: BLE001
+        _fail(out, exc)
+    import torch.distributed as dist
+
+    from scaleoutai.cluster.process import CRASH_EXIT_CODE, InjectedCrash
+
     try:
         value = job["fn"](comm, *job["args"], **job["kwargs"])
         comm.flush()
@@ -59,15 +83,13 @@ def main(argv: list[str]) -> int:
         _write(out, {"ok": False, "time": time.time(), "summary": "crashed", "traceback": ""})
         os._exit(CRASH_EXIT_CODE)
     except BaseException as exc:  # noqa: BLE001 - report every failure, SystemExit included
-        summary = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, SystemExit):
-            summary = f"called sys.exit({exc.code!r}); return a value from the worker instead"
-        _write(out, {"ok": False, "time": time.time(), "summary": summary, "traceback": traceback.format_exc()})
-        sys.stdout.flush()
-        os._exit(1)
+        _fail(out, exc)
     comm.stats.wall_time = time.perf_counter() - comm._t0
-    _write(out, {"ok": True, "time": time.time(), "value": value, "stats": comm.stats.as_dict(),
-                 "trace": comm.trace or []})
+    try:
+        _write(out, {"ok": True, "time": time.time(), "value": value, "stats": comm.stats.as_dict(),
+                     "trace": comm.trace or []})
+    except Exception as exc:  # noqa: BLE001 - e.g. a return value that cannot be pickled
+        _fail(out, TypeError(f"the worker's return value could not be sent back: {exc}"))
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: the group is done and the parent has what it needs
 

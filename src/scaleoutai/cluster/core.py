@@ -194,7 +194,8 @@ class Communicator:
         dst = check_peer(dst, self.size, "dst")
         if dst == self.rank:
             raise ValueError(f"rank {self.rank} tried to send to itself; keep local data local")
-        self._send(np.ascontiguousarray(arr), dst)
+        # np.ascontiguousarray would turn a 0-d array into shape (1,): only copy when needed
+        self._send(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr), dst)
 
     def recv(self, src: int) -> np.ndarray:
         """Receive the next message from ``src``: a new array with the sender's shape and dtype."""

@@ -7,6 +7,7 @@ and the caller gets that rank's traceback.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -21,15 +22,18 @@ from .core import Faults, RankCrashed, RankError, RankStats, RunResult, RunTimeo
 from .process import CRASH_EXIT_CODE, worker_env
 
 
-def _relay(stream: IO[bytes], rank: int, quiet: bool) -> None:
+def relay(stream: IO[bytes], rank: int | str | None, quiet: bool) -> None:
+    """Copy a child's output to ours line by line, prefixed "[rank r] " ("[label] " for a str, none for None)."""
+    prefix = f"[rank {rank}] " if isinstance(rank, int) else f"[{rank}] " if rank else ""
     for raw in iter(stream.readline, b""):
         if not quiet:
-            sys.stdout.write(f"[rank {rank}] {raw.decode(errors='replace')}")
+            sys.stdout.write(prefix + raw.decode(errors="replace"))
             sys.stdout.flush()
     stream.close()
 
 
-def _kill(procs: list[subprocess.Popen]) -> None:
+def kill(procs: list[subprocess.Popen]) -> None:
+    """SIGKILL each still-running process's whole group (children included) and reap it."""
     for p in procs:
         if p.poll() is None:
             try:
@@ -58,24 +62,52 @@ def _first_failure(tmp: str, procs: list[subprocess.Popen], faults: Faults) -> E
     found = []
     for r, p in enumerate(procs):
         rc = p.poll()
-        if rc is None or rc == 0:
-            continue
         out = _load(os.path.join(tmp, f"rank{r}.pkl"))
-        if rc == CRASH_EXIT_CODE:
+        if rc is None or (rc == 0 and out is not None):
+            continue
+        if rc == 0:  # an abrupt exit is the cause; peers then fail with "connection closed"
+            found.append((-1.0, RankError(r, "exited without writing its result (did it call os._exit?)")))
+        elif rc == CRASH_EXIT_CODE:
             found.append((out["time"] if out else 0.0, RankCrashed(r, faults.crash.get(r, 0))))
         elif out and not out.get("ok", True):
             found.append((out["time"], RankError(r, out["summary"], out["traceback"])))
         else:
             why = f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
             hint = " (out of memory?)" if rc == -signal.SIGKILL else ""
-            found.append((float("inf"), RankError(r, f"process {why}{hint} before returning")))
+            found.append((-1.0, RankError(r, f"process {why}{hint} before returning")))
     found.sort(key=lambda t: t[0])
     return found[0][1]
 
 
+def _pickle_job(path: str, job: dict[str, Any]) -> None:
+    """Pickle the job; code from a module a fresh interpreter cannot import travels by value."""
+    import importlib.util
+
+    import cloudpickle
+
+    registered = []
+    for obj in (job["fn"], *job["args"], *job["kwargs"].values()):
+        name = getattr(obj, "__module__", None) if callable(obj) else None
+        mod = sys.modules.get(name or "")
+        if mod is None or name == "__main__" or name in registered:
+            continue
+        try:
+            importable = importlib.util.find_spec(name) is not None and getattr(mod, "__spec__", None) is not None
+        except (ImportError, ValueError):
+            importable = False
+        if not importable:
+            cloudpickle.register_pickle_by_value(mod)
+            registered.append(name)
+    try:
+        with open(path, "wb") as f:
+            cloudpickle.dump(job, f)
+    finally:
+        for name in registered:
+            cloudpickle.unregister_pickle_by_value(sys.modules[name])
+
+
 def run_process(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict,
                 faults: Faults | None, timeout: float, trace: bool, quiet: bool = False) -> RunResult:
-    import cloudpickle
     import torch.distributed as dist
     from datetime import timedelta
 
@@ -87,9 +119,10 @@ def run_process(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: di
     procs: list[subprocess.Popen] = []
     relays: list[threading.Thread] = []
     try:
-        with open(os.path.join(tmp, "job.pkl"), "wb") as f:
-            cloudpickle.dump({"fn": fn, "args": args, "kwargs": kwargs, "faults": faults, "trace": trace,
-                              "timeout": timeout, "sys_path": list(sys.path), "cwd": os.getcwd()}, f)
+        with open(os.path.join(tmp, "sys_path.json"), "w") as f:
+            json.dump(list(sys.path), f)
+        _pickle_job(os.path.join(tmp, "job.pkl"), {"fn": fn, "args": args, "kwargs": kwargs, "faults": faults,
+                                                   "trace": trace, "timeout": timeout})
         env = worker_env(world_size)
         for r in range(world_size):
             cmd = [sys.executable, "-m", "scaleoutai.cluster._worker", tmp, str(r), str(world_size),
@@ -97,22 +130,23 @@ def run_process(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: di
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                  env=env, start_new_session=True)
             procs.append(p)
-            t = threading.Thread(target=_relay, args=(p.stdout, r, quiet), daemon=True)
+            t = threading.Thread(target=relay, args=(p.stdout, r, quiet), daemon=True)
             t.start()
             relays.append(t)
         deadline = t0 + timeout
         while True:
             codes = [p.poll() for p in procs]
-            if any(c not in (None, 0) for c in codes):
+            if any(c not in (None, 0) or (c == 0 and not os.path.exists(os.path.join(tmp, f"rank{r}.pkl")))
+                   for r, c in enumerate(codes)):
                 time.sleep(0.05)  # let a failing rank's peers report, then pick the first failure
                 err = _first_failure(tmp, procs, faults)
-                _kill(procs)
+                kill(procs)
                 raise err
             if all(c == 0 for c in codes):
                 break
             if time.perf_counter() > deadline:
                 running = [r for r, c in enumerate(codes) if c is None]
-                _kill(procs)
+                kill(procs)
                 raise RunTimeout(timeout, running)
             time.sleep(0.005)
         for t in relays:
@@ -126,6 +160,6 @@ def run_process(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: di
         return RunResult(values=[o["value"] for o in outs], stats=stats, backend="process",
                          wall_time=time.perf_counter() - t0, trace=events)
     finally:
-        _kill(procs)
+        kill(procs)
         del store
         shutil.rmtree(tmp, ignore_errors=True)

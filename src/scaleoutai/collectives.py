@@ -1,0 +1,239 @@
+"""Chapter 4: collective communication built from point-to-point ``comm.send`` / ``comm.recv`` only.
+
+Every function is called on every rank of a group of K = comm.size ranks, for any K >= 1, any length
+(including lengths not divisible by K or shorter than K) and any numeric dtype; reductions take
+``op`` in {"sum", "max", "min"}. Blocks are ``np.array_split(x, K)`` along axis 0. Costs in the
+alpha-beta model (n bytes per rank) are in ``scaleoutai.perf.collective_time``:
+
+    broadcast, reduce (binomial tree)   ceil(log2 K) (alpha + n beta)
+    naive_allreduce (flat)              K (alpha + n beta), the root moves (K-1) n bytes each way
+    tree_allreduce                      2 ceil(log2 K) (alpha + n beta)
+    ring_allreduce                      2 (K-1) (alpha + n/K beta): bandwidth-optimal
+    recursive_doubling_allreduce        log2 K (alpha + n beta), +2 steps when K is not a power of 2
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "sum": np.add,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+__all__ = ["OPS", "broadcast", "scatter", "gather", "reduce", "naive_allreduce", "tree_allreduce",
+           "ring_allreduce", "recursive_doubling_allreduce", "reduce_scatter", "all_gather", "all_to_all",
+           "ALLREDUCES"]
+
+
+def _op(op: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    try:
+        return OPS[op]
+    except (KeyError, TypeError):
+        raise ValueError(f"op={op!r} is not supported: choose one of {sorted(OPS)}") from None
+
+
+def _array(x: Any, name: str = "x") -> np.ndarray:
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a NumPy array, got {type(x).__name__} (wrap it with np.asarray(...))")
+    return x
+
+
+def _root(comm: Any, root: int) -> int:
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= root < comm.size:
+        raise ValueError(f"root={root!r} is not a rank: choose 0..{comm.size - 1}")
+    return int(root)
+
+
+# --- one-to-all and all-to-one ------------------------------------------------------------------
+
+def broadcast(comm: Any, x: np.ndarray | None, root: int = 0) -> np.ndarray:
+    """Binomial-tree broadcast: after round k, 2^k ranks hold x. ``x`` is ignored on non-roots."""
+    root = _root(comm, root)
+    K, rel = comm.size, (comm.rank - root) % comm.size
+    data = _array(x).copy() if rel == 0 else None
+    mask = 1
+    while mask < K:  # receive once, from the rank that differs in my lowest set bit
+        if rel & mask:
+            data = comm.recv((rel - mask + root) % K)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:  # then forward to the ranks below me in the tree, farthest first
+        if rel + mask < K:
+            comm.send(data, (rel + mask + root) % K)
+        mask >>= 1
+    return data
+
+
+def _flat_broadcast(comm: Any, x: np.ndarray | None, root: int) -> np.ndarray:
+    """Naive broadcast: the root sends the whole array to every other rank, one after another."""
+    if comm.rank == root:
+        data = _array(x)
+        for dst in range(comm.size):
+            if dst != root:
+                comm.send(data, dst)
+        return data.copy()
+    return comm.recv(root)
+
+
+def reduce(comm: Any, x: np.ndarray, root: int = 0, op: str = "sum") -> np.ndarray | None:
+    """Binomial-tree reduction to ``root`` (the broadcast tree run backwards). Non-roots get None."""
+    root, f = _root(comm, root), _op(op)
+    K, rel = comm.size, (comm.rank - root) % comm.size
+    acc = _array(x).copy()
+    mask = 1
+    while mask < K:
+        if rel & mask:
+            comm.send(acc, (rel - mask + root) % K)
+            return None
+        if rel + mask < K:
+            acc = f(acc, comm.recv((rel + mask + root) % K))
+        mask <<= 1
+    return acc
+
+
+def _flat_reduce(comm: Any, x: np.ndarray, root: int, op: str) -> np.ndarray | None:
+    """Naive reduction: every rank sends its whole array to the root, which combines them in rank order."""
+    f = _op(op)
+    x = _array(x)
+    if comm.rank != root:
+        comm.send(x, root)
+        return None
+    acc = None
+    for src in range(comm.size):
+        part = x if src == root else comm.recv(src)
+        acc = part.copy() if acc is None else f(acc, part)
+    return acc
+
+
+def scatter(comm: Any, x: np.ndarray | None, root: int = 0) -> np.ndarray:
+    """The root splits ``x`` into ``np.array_split(x, K)`` and sends block r to rank r."""
+    root = _root(comm, root)
+    if comm.rank != root:
+        return comm.recv(root)
+    blocks = np.array_split(_array(x), comm.size)
+    for dst in range(comm.size):
+        if dst != root:
+            comm.send(blocks[dst], dst)
+    return blocks[root].copy()
+
+
+def gather(comm: Any, x: np.ndarray, root: int = 0) -> np.ndarray | None:
+    """Every rank sends its block to the root, which returns them concatenated in rank order."""
+    root = _root(comm, root)
+    x = np.atleast_1d(_array(x))
+    if comm.rank != root:
+        comm.send(x, root)
+        return None
+    return np.concatenate([x if src == root else comm.recv(src) for src in range(comm.size)])
+
+
+# --- all-reduce: four algorithms, one answer -----------------------------------------------------
+
+def naive_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+    """Flat reduce to rank 0, then flat broadcast: rank 0 moves (K-1) n bytes each way."""
+    _op(op)
+    return _flat_broadcast(comm, _flat_reduce(comm, x, 0, op), 0)
+
+
+def tree_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+    """Binomial reduce to rank 0, then binomial broadcast: 2 ceil(log2 K) steps of the full array."""
+    return broadcast(comm, reduce(comm, x, 0, op), 0)
+
+
+def reduce_scatter(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+    """Ring reduce-scatter: rank r returns block r of ``np.array_split(op-reduction of all x, K)``.
+
+    K-1 steps; at step s rank r sends block (r-s-1) mod K to r+1 and folds block (r-s-2) mod K from r-1.
+    """
+    f = _op(op)
+    K, r = comm.size, comm.rank
+    blocks = np.array_split(_array(x), K)  # views: f() below returns new arrays, x is never written
+    for s in range(K - 1):
+        comm.send(blocks[(r - s - 1) % K], (r + 1) % K)
+        i = (r - s - 2) % K
+        blocks[i] = f(blocks[i], comm.recv((r - 1) % K))
+    return blocks[r] if K > 1 else blocks[r].copy()
+
+
+def all_gather(comm: Any, block: np.ndarray) -> np.ndarray:
+    """Ring all-gather: every rank returns all ranks' blocks concatenated in rank order (sizes may differ)."""
+    K, r = comm.size, comm.rank
+    parts: list[np.ndarray | None] = [None] * K
+    parts[r] = np.atleast_1d(_array(block, "block")).copy()
+    for s in range(K - 1):
+        comm.send(parts[(r - s) % K], (r + 1) % K)
+        parts[(r - s - 1) % K] = comm.recv((r - 1) % K)
+    return np.concatenate(parts)
+
+
+def ring_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+    """Ring all-reduce = reduce-scatter + all-gather on the flattened array.
+
+    Each rank sends exactly 2(K-1) messages holding 2(K-1)/K of the data: bandwidth-optimal.
+    """
+    x = _array(x)
+    mine = reduce_scatter(comm, x.reshape(-1), op)
+    return all_gather(comm, mine).reshape(x.shape)
+
+
+def recursive_doubling_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+    """Recursive doubling: in round k rank r exchanges its partial result with rank r XOR 2^k.
+
+    For K not a power of two, with P the largest power of two <= K and R = K - P: the first 2R ranks pair
+    up, the even one hands its data to the odd one and sits out, P ranks double, and the result returns.
+    """
+    f = _op(op)
+    K, r = comm.size, comm.rank
+    acc = _array(x).copy()
+    P = 1 << (K.bit_length() - 1)
+    R = K - P
+    if r < 2 * R:  # fold the extra ranks in
+        if r % 2 == 0:
+            comm.send(acc, r + 1)
+            return comm.recv(r + 1)
+        acc = f(comm.recv(r - 1), acc)
+        v = r // 2
+    else:
+        v = r - R
+    mask = 1
+    while mask < P:
+        pv = v ^ mask
+        peer = 2 * pv + 1 if pv < R else pv + R
+        comm.send(acc, peer)
+        other = comm.recv(peer)
+        acc = f(other, acc) if pv < v else f(acc, other)  # same order on both sides: identical bits
+        mask <<= 1
+    if r < 2 * R:
+        comm.send(acc, r - 1)
+    return acc
+
+
+ALLREDUCES: dict[str, Callable[..., np.ndarray]] = {
+    "naive": naive_allreduce,
+    "tree": tree_allreduce,
+    "ring": ring_allreduce,
+    "recursive_doubling": recursive_doubling_allreduce,
+}
+
+
+def all_to_all(comm: Any, blocks: list[np.ndarray]) -> list[np.ndarray]:
+    """Pairwise exchange: ``blocks[j]`` goes to rank j; returns what each rank j sent to this rank.
+
+    K-1 rounds; in round s rank r sends to r+s and receives from r-s, so every link is used once.
+    """
+    K, r = comm.size, comm.rank
+    if not isinstance(blocks, (list, tuple)) or len(blocks) != K:
+        got = len(blocks) if isinstance(blocks, (list, tuple)) else type(blocks).__name__
+        raise ValueError(f"all_to_all needs a list of {K} blocks (one per rank), got {got}")
+    out: list[np.ndarray | None] = [None] * K
+    out[r] = _array(blocks[r], f"blocks[{r}]").copy()
+    for s in range(1, K):
+        comm.send(_array(blocks[(r + s) % K], f"blocks[{(r + s) % K}]"), (r + s) % K)
+        out[(r - s) % K] = comm.recv((r - s) % K)
+    return out

@@ -1,0 +1,97 @@
+"""``scaleout notebooks build|run|list`` and ``scaleout lab``."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .sources import NotebookError, find_repo_root, find_sources, has_parameters_cell, notebook_name
+
+
+def _user_error(exc: Exception) -> Exception:
+    from scaleoutai.cli import UserError
+
+    return UserError(str(exc))
+
+
+def _sources(pattern: str | None) -> list[Path]:
+    try:
+        return find_sources(find_repo_root(), pattern)
+    except NotebookError as exc:
+        raise _user_error(exc) from None
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .execute import build
+
+    sources = _sources(args.pattern)
+    try:
+        written = build(sources, args.out)
+    except (NotebookError, OSError) as exc:
+        raise _user_error(exc) from None
+    for path in written:
+        print(path)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .execute import run
+    from .sources import smoke_parameters
+
+    if args.timeout <= 0:
+        raise _user_error(ValueError(f"--timeout must be a positive number of seconds, got {args.timeout:g}"))
+    sources = _sources(args.pattern)
+    if not sources:
+        print(f"no notebook sources under {find_repo_root()}/chapters or capstone")
+        return 0
+    if args.smoke:
+        try:  # every source's smoke comments are checked before anything runs
+            for source in sources:
+                smoke_parameters(source)
+        except NotebookError as exc:
+            raise _user_error(exc) from None
+    records = run(sources, smoke=args.smoke, timeout=args.timeout, out_dir=args.out, progress=True)
+    return 0 if all(r.status == "ok" for r in records) else 1
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    root = find_repo_root()
+    rows = [("notebook", "folder", "parameters")]
+    rows += [(notebook_name(p), str(p.parent.relative_to(root)), "yes" if has_parameters_cell(p) else "MISSING")
+             for p in _sources(None)]
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    for row in rows:
+        print(f"{row[0].ljust(widths[0])}  {row[1].ljust(widths[1])}  {row[2]}")
+    return 0
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    from .lab import lab
+
+    return lab(port=args.port, open_browser=not args.no_browser)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``notebooks`` (build, run, list) and ``lab`` to the ``scaleout`` command."""
+    nb = subparsers.add_parser("notebooks", help="build and execute the chapter notebooks")
+    sub = nb.add_subparsers(dest="notebooks_command", metavar="ACTION")
+    sub.required = True
+
+    build = sub.add_parser("build", help="write .ipynb copies of the sources (default _build/notebooks)")
+    build.add_argument("pattern", nargs="?", help="chapter folder or notebook name: text or glob ('04', '*comm*')")
+    build.add_argument("--out", type=Path, default=None, help="output folder")
+    build.set_defaults(func=cmd_build)
+
+    run = sub.add_parser("run", help="execute the notebooks with papermill (default into _build/executed)")
+    run.add_argument("pattern", nargs="?", help="chapter folder or notebook name: text or glob ('04', '*comm*')")
+    run.add_argument("--smoke", action="store_true", help="inject the '# smoke:' sizes of the parameters cell")
+    run.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per notebook (default 120)")
+    run.add_argument("--out", type=Path, default=None, help="output folder")
+    run.set_defaults(func=cmd_run)
+
+    listing = sub.add_parser("list", help="list the notebook sources and whether each has a parameters cell")
+    listing.set_defaults(func=cmd_list)
+
+    lab = subparsers.add_parser("lab", help="start JupyterLab on the course (chapter sources open as notebooks)")
+    lab.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: first free from 8888)")
+    lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    lab.set_defaults(func=cmd_lab)

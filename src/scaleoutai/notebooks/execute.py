@@ -1,0 +1,189 @@
+"""Build .ipynb copies of the chapter sources and execute them with papermill (course tooling).
+
+Each notebook runs in its own child process (``_worker``) in a new session, so a notebook past its
+wall-clock limit is killed with its kernel and the others go on. The executed copy is always kept:
+on failure it holds the outputs up to the failing cell.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from .sources import find_repo_root, smoke_parameters
+
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+STATUSES = ("ok", "failed", "timeout")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Outcome of executing one notebook: status is "ok", "failed" or "timeout"."""
+
+    name: str
+    source: Path
+    output: Path
+    status: str
+    seconds: float
+    error: str = ""
+
+
+def output_path(source: Path, out_dir: Path, suffix: str = ".ipynb") -> Path:
+    """``out_dir/<chapter folder>/<stem>.ipynb``: one folder per chapter, as in the sources."""
+    source = Path(source)
+    return Path(out_dir) / source.parent.name / (source.stem + suffix)
+
+
+def read_notebook(source: Path) -> Any:
+    """The source as an nbformat notebook (jupytext py:percent), with the python3 kernel spec."""
+    import jupytext
+
+    nb = jupytext.read(str(source), fmt="py:percent")
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata.setdefault("language_info", {"name": "python"})
+    return nb
+
+
+def _write_atomic(nb: Any, path: Path) -> None:
+    import nbformat
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            nbformat.write(nb, handle)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build(sources: Iterable[Path], out_dir: Path | None = None) -> list[Path]:
+    """Write ``out_dir/<chapter>/<stem>.ipynb`` for every source (default out_dir: _build/notebooks)."""
+    out_dir = Path(out_dir) if out_dir is not None else find_repo_root() / "_build" / "notebooks"
+    written = []
+    for source in sources:
+        target = output_path(source, out_dir)
+        _write_atomic(read_notebook(source), target)
+        written.append(target)
+    return written
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _running_cell(output: Path) -> str:
+    """Where a killed run stopped, read from papermill's per-cell status in the partial copy."""
+    try:
+        import nbformat
+
+        nb = nbformat.read(str(output), as_version=4)
+    except Exception:
+        return ""
+    for index, cell in enumerate(nb.cells):
+        if cell.get("metadata", {}).get("papermill", {}).get("status") == "running":
+            return f" in cell {index}"
+    return ""
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    # The worker leads its own session: the group holds the worker and its kernel.
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_one(source: Path, output: Path, parameters: dict[str, Any], timeout: float) -> RunRecord:
+    """Execute one source with papermill in a child process, killed after ``timeout`` seconds."""
+    source, output = Path(source).resolve(), Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    name = source.stem
+    with tempfile.TemporaryDirectory(prefix="scaleout-nb-") as tmp:
+        spec, result = Path(tmp) / "spec.json", Path(tmp) / "result.json"
+        spec.write_text(json.dumps({
+            "source": str(source), "output": str(output.resolve()), "cwd": str(source.parent),
+            "parameters": repr(parameters), "timeout": timeout, "result": str(result),
+        }))
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "scaleoutai.notebooks._worker", str(spec)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            _, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            seconds = time.perf_counter() - start
+            if not output.exists():  # killed before papermill saved: keep the unexecuted copy
+                _write_atomic(read_notebook(source), output)
+            error = f"killed after {timeout:g} s wall time{_running_cell(output)}"
+            return RunRecord(name, source, output, "timeout", seconds, error)
+        except BaseException:  # Ctrl-C or a test timeout: the worker has its own session, take it down
+            _kill_group(proc)
+            raise
+        seconds = time.perf_counter() - start
+        if result.is_file():
+            outcome = json.loads(result.read_text())
+            return RunRecord(name, source, output, outcome["status"], seconds, outcome["error"])
+    tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+    return RunRecord(name, source, output, "failed", seconds, _one_line(f"worker crashed: {tail[0]}"))
+
+
+def run(
+    sources: Iterable[Path],
+    smoke: bool = False,
+    timeout: float = 120,
+    out_dir: Path | None = None,
+    progress: bool = True,
+) -> list[RunRecord]:
+    """Execute every source with papermill into ``out_dir`` (default _build/executed), one at a time.
+
+    ``smoke`` injects the ``# smoke:`` values of the parameters cell. A failure or timeout is recorded
+    and the next notebook runs. With ``progress``, a tqdm bar runs on stderr and a summary table of
+    name, status, seconds and error is printed to stdout at the end.
+    """
+    from tqdm import tqdm
+
+    sources = list(sources)
+    out_dir = Path(out_dir) if out_dir is not None else find_repo_root() / "_build" / "executed"
+    records = []
+    bar = tqdm(sources, desc="notebooks", unit="nb", disable=not progress, file=sys.stderr)
+    for source in bar:
+        bar.set_postfix_str(Path(source).stem)
+        parameters = smoke_parameters(source) if smoke else {}
+        records.append(run_one(source, output_path(source, out_dir), parameters, timeout))
+    bar.close()
+    if progress:
+        print(format_summary(records))
+    return records
+
+
+def format_summary(records: list[RunRecord]) -> str:
+    """A plain-text table: one row per notebook (name, status, seconds, error) and a total line."""
+    rows = [("notebook", "status", "seconds", "error")]
+    rows += [(r.name, r.status, f"{r.seconds:.1f}", r.error) for r in records]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = ["  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3]]).rstrip()
+             for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths) + "  -----")
+    ok = sum(r.status == "ok" for r in records)
+    total = sum(r.seconds for r in records)
+    lines.append(f"{ok}/{len(records)} ok in {total:.1f} s")
+    return "\n".join(lines)

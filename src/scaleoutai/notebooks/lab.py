@@ -1,0 +1,83 @@
+"""``scaleout lab``: JupyterLab on the course, with the py:percent chapter sources opening as notebooks.
+
+How: jupytext's server extension (enabled by its install) serves a ``.py`` file as a notebook when asked
+for ``type=notebook``, and its lab extension registers the "Jupytext Notebook" viewer. A double-click
+uses the default viewer of the file type, which for ``python`` is the text editor; we make it
+"Jupytext Notebook" through ``@jupyterlab/docmanager-extension:plugin`` ``defaultViewers`` written to
+an ``overrides.json`` in an app settings dir of our own (_build/lab/settings), so nothing outside the
+repository changes and a person's own saved settings still win.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from .sources import find_repo_root
+
+DEFAULT_VIEWERS = {"python": "Jupytext Notebook"}
+DOCMANAGER = "@jupyterlab/docmanager-extension:plugin"
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def write_app_settings(root: Path) -> Path:
+    """Create ``root/_build/lab/settings``: the installed app settings plus our defaultViewers."""
+    from jupyterlab.commands import get_app_dir
+
+    target = Path(root) / "_build" / "lab" / "settings"
+    target.mkdir(parents=True, exist_ok=True)
+    installed = Path(get_app_dir()) / "settings"
+    overrides: dict = {}
+    if installed.is_dir():
+        # Keep what the installation configured (page_config.json, overrides.d) in force.
+        for entry in installed.iterdir():
+            if entry.name.startswith("overrides.json"):
+                continue
+            copy = shutil.copytree if entry.is_dir() else shutil.copy2
+            copy(entry, target / entry.name, **({"dirs_exist_ok": True} if entry.is_dir() else {}))
+        if (installed / "overrides.json").is_file():
+            overrides = json.loads((installed / "overrides.json").read_text(encoding="utf-8"))
+    _merge(overrides, {DOCMANAGER: {"defaultViewers": DEFAULT_VIEWERS}})
+    tmp = target / "overrides.json.tmp"
+    tmp.write_text(json.dumps(overrides, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, target / "overrides.json")
+    return target
+
+
+def lab_argv(root: Path, port: int | None = None, open_browser: bool = True) -> list[str]:
+    """Command-line options for LabApp: localhost only, rooted at the repo, opening chapters/."""
+    root = Path(root).resolve()
+    argv = [
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.root_dir={root}",
+        f"--LabApp.app_settings_dir={write_app_settings(root)}",
+        # Saving from the notebook view writes the .py back; keep it free of a jupytext YAML header.
+        "--ContentsManager.notebook_metadata_filter=-all",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        # Course containers often run as root; the server listens on localhost only.
+        argv.append("--ServerApp.allow_root=True")
+    if (root / "chapters").is_dir():
+        argv.append("--ServerApp.default_url=/lab/tree/chapters")
+    if port is not None:
+        argv += [f"--ServerApp.port={port}", "--ServerApp.port_retries=0"]
+    if not open_browser:
+        argv.append("--ServerApp.open_browser=False")
+    return argv
+
+
+def lab(port: int | None = None, open_browser: bool = True, root: Path | None = None) -> int:
+    """Run JupyterLab in this process until it is stopped (Ctrl-C)."""
+    from jupyterlab.labapp import LabApp
+
+    LabApp.launch_instance(argv=lab_argv(root or find_repo_root(), port, open_browser))
+    return 0

@@ -1,0 +1,171 @@
+"""Real processes over torch.distributed (gloo): same results as the simulator, fail fast, no orphans."""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from scaleoutai import cluster
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def ring_shift(comm, x):
+    comm.send(x * comm.rank, (comm.rank + 1) % comm.size)
+    return comm.recv((comm.rank - 1) % comm.size)
+
+
+def no_leftover_workers() -> bool:
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        kids = [p for p in psutil.Process().children(recursive=True)
+                if "scaleoutai.cluster._worker" in " ".join(p.cmdline())]
+        if not kids:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_process_backend_gives_the_same_values_and_stats_as_the_simulator():
+    x = np.arange(6, dtype=np.float32)
+    sim = cluster.run(ring_shift, 3, args=(x,))
+    proc = cluster.run(ring_shift, 3, backend="process", args=(x,), quiet=True)
+    for a, b in zip(sim.values, proc.values):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(sim.stats, proc.stats):
+        assert (a.messages_sent, a.bytes_sent, a.messages_received, a.bytes_received) == \
+               (b.messages_sent, b.bytes_sent, b.messages_received, b.bytes_received)
+    assert proc.stats[0].sim_time is None and proc.sim_time is None
+
+
+def test_shape_and_dtype_travel_over_gloo():
+    def worker(comm):
+        if comm.rank == 0:
+            for a in (np.ones((2, 3), np.float16), np.zeros((0, 4), np.int64), np.asarray(3.5), np.arange(5) > 2):
+                comm.send(a, 1)
+            return None
+        return [comm.recv(0) for _ in range(4)]
+
+    got = cluster.run(worker, 2, backend="process", quiet=True).values[1]
+    assert [(a.shape, a.dtype.name) for a in got] == [((2, 3), "float16"), ((0, 4), "int64"), ((), "float64"),
+                                                      ((5,), "bool")]
+    assert got[2] == 3.5 and got[3].tolist() == [False, False, False, True, True]
+
+
+def test_functions_defined_at_runtime_travel_by_value():
+    scale = 3.0
+    fn = eval("lambda comm, s: comm.rank * s")  # like a function typed into a notebook cell
+    assert cluster.run(fn, 2, backend="process", args=(scale,), quiet=True).values == [0.0, 3.0]
+
+
+def test_torch_distributed_is_initialized_inside_each_worker():
+    def worker(comm):
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([float(comm.rank + 1)])
+        dist.all_reduce(t)
+        return dist.get_rank(), dist.get_world_size(), float(t)
+
+    assert cluster.run(worker, 3, backend="process", quiet=True).values == [(0, 3, 6.0), (1, 3, 6.0), (2, 3, 6.0)]
+
+
+def test_worker_output_is_relayed_with_a_rank_prefix(capsys):
+    cluster.run(lambda comm: print("hello from", comm.rank), 2, backend="process")
+    out = capsys.readouterr().out
+    assert "[rank 0] hello from 0" in out and "[rank 1] hello from 1" in out
+
+
+def test_exception_on_one_rank_ends_the_group_fast_with_its_traceback():
+    def worker(comm):
+        if comm.rank == 1:
+            raise KeyError("missing shard")
+        return comm.recv(1)  # blocks forever without fail-fast
+
+    t = time.perf_counter()
+    with pytest.raises(cluster.RankError) as info:
+        cluster.run(worker, 3, backend="process", timeout=60, quiet=True)
+    assert time.perf_counter() - t < 20
+    assert info.value.rank == 1
+    assert "KeyError: 'missing shard'" in str(info.value)
+    assert "raise KeyError" in info.value.traceback
+    assert no_leftover_workers()
+
+
+@pytest.mark.parametrize("body, message", [
+    ("import sys; sys.exit(3)", "called sys.exit(3)"),
+    ("import os; os._exit(0)", "exited without writing its result"),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "killed by signal 9"),
+])
+def test_abrupt_exits_are_reported_not_hung(body, message):
+    code = compile(body, "<cell>", "exec")
+
+    def worker(comm):
+        if comm.rank == 0:
+            exec(code)
+        return comm.rank
+
+    with pytest.raises(cluster.RankError, match=re.escape(message)):
+        cluster.run(worker, 2, backend="process", timeout=30, quiet=True)
+    assert no_leftover_workers()
+
+
+def test_timeout_kills_every_rank_and_names_the_stuck_ones():
+    def worker(comm):
+        if comm.rank == 1:
+            time.sleep(600)
+        return comm.rank
+
+    t = time.perf_counter()
+    with pytest.raises(cluster.RunTimeout) as info:
+        cluster.run(worker, 2, backend="process", timeout=4, quiet=True)
+    assert time.perf_counter() - t < 15
+    assert 1 in info.value.running
+    assert no_leftover_workers()
+
+
+def test_injected_crash_kills_the_process_and_is_reported():
+    def worker(comm):
+        for _ in range(5):
+            comm.send(np.zeros(1), 1 - comm.rank)
+            comm.recv(1 - comm.rank)
+
+    with pytest.raises(cluster.RankCrashed) as info:
+        cluster.run(worker, 2, backend="process", faults=cluster.Faults(crash={1: 2}), timeout=30, quiet=True)
+    assert info.value.rank == 1 and info.value.after_messages == 2
+    assert no_leftover_workers()
+
+
+def test_straggler_is_slower_in_wall_time():
+    def worker(comm):
+        comm.compute(0.2)
+        comm.barrier()
+        return comm.stats.wall_time
+
+    res = cluster.run(worker, 2, backend="process", faults=cluster.Faults(slow={1: 3.0}), quiet=True)
+    assert res.stats[0].wall_time >= 0.55  # rank 0 waits at the barrier for the 0.6 s straggler
+
+
+def test_unpicklable_return_value_is_a_clear_error():
+    def worker(comm):
+        import threading
+
+        return threading.Lock()
+
+    with pytest.raises(cluster.RankError, match="return value could not be sent back"):
+        cluster.run(worker, 2, backend="process", timeout=30, quiet=True)
+
+
+def test_network_argument_is_refused_for_real_processes():
+    with pytest.raises(ValueError, match="simulator"):
+        cluster.run(lambda comm: None, 2, backend="process", network=cluster.Network())
+
+
+def test_each_run_uses_its_own_port_so_runs_can_follow_each_other():
+    for _ in range(3):
+        assert cluster.run(lambda comm: comm.size, 2, backend="process", quiet=True).values == [2, 2]
+    assert os.environ.get("MASTER_PORT") is None  # nothing leaks into the caller's environment

@@ -1,0 +1,374 @@
+"""The notebook pipeline: sources -> .ipynb -> papermill at smoke size -> nbval-lax; and `scaleout lab`."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from scaleoutai.cli import main
+from scaleoutai.notebooks import (
+    PARAMETERS_HEADER,
+    NotebookError,
+    RunRecord,
+    build,
+    check_parameters_cell,
+    find_repo_root,
+    find_sources,
+    format_summary,
+    has_parameters_cell,
+    run,
+    smoke_parameters,
+)
+
+REPO = find_repo_root(Path(__file__).parent)
+
+GOOD = '''# %% [markdown]
+# # A throwaway chapter
+
+# %% tags=["parameters"]
+N = 1_000_000  # smoke: 2_000
+SHAPE = (4, 4)  # smoke: (2, 3)
+OPTIONS = {"mode": "full"}  # smoke: {"mode": "smoke", "workers": None}
+SCALE = 1.5  # smoke: -0.25
+NAME = "lesson"
+
+# %%
+import os, sys
+import _helper  # a helper module next to the source: needs cwd / sys.path = the chapter folder
+
+assert isinstance(SHAPE, tuple)
+total = sum(range(N))
+assert total == N * (N - 1) // 2
+print(N, SHAPE, OPTIONS, SCALE, NAME, _helper.X, os.path.basename(os.getcwd()))
+print("python:", sys.executable)
+'''
+NO_PARAMS = '''# %% [markdown]
+# # No parameters
+
+# %%
+x = 1
+'''
+RAISES = '''# %% tags=["parameters"]
+N = 10  # smoke: 3
+
+# %%
+raise ValueError(f"boom at N={N}")
+'''
+SLEEPS = '''# %% tags=["parameters"]
+SECONDS = 60  # smoke: 30
+
+# %%
+import time
+time.sleep(SECONDS)
+'''
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def course(tmp_path: Path) -> Path:
+    """A tiny repository: pyproject.toml, four chapters, a helper module, a capstone and some noise."""
+    write(tmp_path / "pyproject.toml", "[project]\nname = 'x'\n")
+    write(tmp_path / "chapters/01-good/01-good.py", GOOD)
+    write(tmp_path / "chapters/01-good/_helper.py", "# %% not a notebook\nX = 42\n")
+    write(tmp_path / "chapters/02-no-params/02-no-params.py", NO_PARAMS)
+    write(tmp_path / "chapters/03-raises/03-raises.py", RAISES)
+    write(tmp_path / "chapters/04-sleeps/04-sleeps.py", SLEEPS)
+    write(tmp_path / "chapters/04-sleeps/plain_module.py", "X = 1\n")
+    write(tmp_path / "chapters/_build/notebooks/01-good/01-good.py", GOOD)
+    write(tmp_path / "chapters/01-good/.ipynb_checkpoints/01-good-checkpoint.py", GOOD)
+    write(tmp_path / "capstone/capstone.py", RAISES)
+    write(tmp_path / "capstone/template/solution.py", RAISES)  # student code, not a notebook
+    return tmp_path
+
+
+def src(course: Path, name: str) -> Path:
+    return next(course.glob(f"chapters/{name}/{name}.py"))
+
+
+# ---------------------------------------------------------------- finding and parsing sources
+
+
+def test_find_sources_keeps_percent_files_and_skips_helpers_builds_and_checkpoints(course):
+    names = [(p.parent.name, p.stem) for p in find_sources(course)]
+    assert names == [("01-good", "01-good"), ("02-no-params", "02-no-params"), ("03-raises", "03-raises"),
+                     ("04-sleeps", "04-sleeps"), ("capstone", "capstone")]
+
+
+def test_find_sources_matches_substring_or_glob_on_folder_or_stem(course):
+    assert [p.stem for p in find_sources(course, "03")] == ["03-raises"]
+    assert [p.stem for p in find_sources(course, "*sleep*")] == ["04-sleeps"]
+    assert [p.stem for p in find_sources(course, "capstone")] == ["capstone"]
+
+
+def test_unknown_pattern_is_an_error_listing_the_names(course):
+    with pytest.raises(NotebookError, match=r"no notebook matches '99'; available: 01-good, 02-no-params, 03-raises, 04-sleeps, capstone$"):
+        find_sources(course, "99")
+
+
+def test_smoke_parameters_reads_literal_values_from_trailing_comments(course):
+    assert smoke_parameters(src(course, "01-good")) == {
+        "N": 2_000, "SHAPE": (2, 3), "OPTIONS": {"mode": "smoke", "workers": None}, "SCALE": -0.25,
+    }
+    assert smoke_parameters(src(course, "03-raises")) == {"N": 3}
+
+
+def test_missing_parameters_cell_names_the_file_and_the_header_to_add(course):
+    path = src(course, "02-no-params")
+    assert not has_parameters_cell(path) and has_parameters_cell(src(course, "01-good"))
+    with pytest.raises(NotebookError) as info:
+        smoke_parameters(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message and PARAMETERS_HEADER in message
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("line, why", [
+    ("N = 5  # smoke 3", "malformed smoke comment"),
+    ("N = 5  # smoke:", "malformed smoke comment"),
+    ("N = 5  # smoke: range(3)", "is not a Python literal"),
+    ("D = {}  # smoke: {1: 2}", "non-string keys"),
+    ("print(5)  # smoke: 3", "must follow an assignment"),
+    ("A, B = 1, 2  # smoke: (3, 4)", "must follow an assignment"),
+])
+def test_malformed_smoke_comment_names_file_and_line(tmp_path, line, why):
+    path = write(tmp_path / "x.py", f'# %% [markdown]\n# # T\n\n{PARAMETERS_HEADER}\nM = 1  # smoke: 2\n{line}\n')
+    with pytest.raises(NotebookError, match=re.escape(f"{path}:6: ") + ".*" + why):
+        smoke_parameters(path)
+
+
+def test_two_parameters_cells_are_an_error(tmp_path):
+    path = write(tmp_path / "x.py", f"{PARAMETERS_HEADER}\nN = 1\n\n{PARAMETERS_HEADER}\nM = 2\n")
+    with pytest.raises(NotebookError, match="2 cells tagged parameters"):
+        check_parameters_cell(path)
+
+
+# ---------------------------------------------------------------- build
+
+
+def test_build_writes_ipynb_per_chapter_folder_with_python3_kernel(course, monkeypatch):
+    monkeypatch.chdir(course / "chapters")
+    written = build(find_sources(course, "01"))
+    target = course / "_build/notebooks/01-good/01-good.ipynb"
+    assert written == [target]
+    nb = nbformat.read(target, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata.kernelspec["name"] == "python3"
+    assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code"]
+    assert nb.cells[1].metadata["tags"] == ["parameters"]
+    assert [p.name for p in target.parent.iterdir()] == ["01-good.ipynb"]  # no temp file left behind
+
+
+# ---------------------------------------------------------------- run (papermill)
+
+
+def executed_text(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def test_run_records_ok_and_failed_and_keeps_going_and_keeps_partial_copies(course, tmp_path):
+    out = tmp_path / "executed"
+    records = run([src(course, "03-raises"), src(course, "01-good")], smoke=True, timeout=120,
+                  out_dir=out, progress=False)
+    assert [(r.name, r.status) for r in records] == [("03-raises", "failed"), ("01-good", "ok")]
+    failed, ok = records
+    assert "ValueError: boom at N=3" in failed.error and "\n" not in failed.error
+    assert failed.output == out / "03-raises/03-raises.ipynb" and failed.output.is_file()
+    text = executed_text(ok.output)
+    # smoke values injected (tuple stays a tuple), helper imported, cwd = the chapter folder
+    assert "2000 (2, 3) {'mode': 'smoke', 'workers': None} -0.25 lesson 42 01-good" in text
+    assert f"python: {sys.executable}" in text  # the kernel is this environment's python
+    assert ok.error == "" and ok.seconds > 0
+
+
+def test_run_without_smoke_uses_the_lesson_values(course, tmp_path):
+    [record] = run([src(course, "03-raises")], smoke=False, out_dir=tmp_path, progress=False)
+    assert record.status == "failed" and "boom at N=10" in record.error
+
+
+def test_notebook_past_its_timeout_is_killed_and_recorded(course, tmp_path):
+    start = time.perf_counter()
+    [record] = run([src(course, "04-sleeps")], smoke=True, timeout=3, out_dir=tmp_path, progress=False)
+    assert time.perf_counter() - start < 15
+    assert record.status == "timeout" and "3 s" in record.error
+    assert record.output.is_file()
+
+
+def test_summary_table_lists_each_notebook_and_a_total():
+    records = [RunRecord("01-good", Path("a.py"), Path("a.ipynb"), "ok", 1.25),
+               RunRecord("03-raises", Path("b.py"), Path("b.ipynb"), "failed", 2.0, "cell 1: ValueError: boom")]
+    lines = format_summary(records).splitlines()
+    assert lines[0].split() == ["notebook", "status", "seconds", "error"]
+    assert lines[2].split() == ["01-good", "ok", "1.2"]
+    assert lines[3].split()[:3] == ["03-raises", "failed", "2.0"] and lines[3].endswith("cell 1: ValueError: boom")
+    assert lines[-1] == "1/2 ok in 3.2 s"
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_run_exits_1_when_a_notebook_times_out_and_prints_summary(course, monkeypatch, capsys):
+    monkeypatch.chdir(course)
+    assert main(["notebooks", "run", "01", "--smoke", "--timeout", "0.5"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"^01-good\s+timeout\s", out, re.M) and "0/1 ok" in out
+    assert (course / "_build/executed/01-good/01-good.ipynb").is_file()
+
+
+def test_cli_run_exits_0_when_all_pass(course, monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(course)
+    assert main(["notebooks", "run", "01-good", "--smoke", "--out", str(tmp_path / "o")]) == 0
+    assert re.search(r"^01-good\s+ok\s", capsys.readouterr().out, re.M)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["notebooks", "run", "nope"], "no notebook matches 'nope'; available:"),
+    (["notebooks", "build", "*zzz*"], "no notebook matches '*zzz*'"),
+    (["notebooks", "run", "02", "--smoke"], "no parameters cell"),
+    (["notebooks", "run", "01", "--timeout", "0"], "--timeout must be a positive number"),
+])
+def test_cli_bad_input_exits_2_with_one_line(course, monkeypatch, capsys, argv, message):
+    monkeypatch.chdir(course)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("scaleout: error: ") and message in err
+
+
+def test_cli_build_and_list(course, monkeypatch, capsys):
+    monkeypatch.chdir(course)
+    assert main(["notebooks", "build", "0[13]-*", "--out", "nb"]) == 0
+    assert sorted(p.relative_to(course / "nb").as_posix() for p in (course / "nb").rglob("*.ipynb")) == [
+        "01-good/01-good.ipynb", "03-raises/03-raises.ipynb"]
+    capsys.readouterr()
+    assert main(["notebooks", "list"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert ["02-no-params", "chapters/02-no-params", "MISSING"] in rows
+    assert ["01-good", "chapters/01-good", "yes"] in rows
+
+
+# ---------------------------------------------------------------- the chapters themselves
+
+
+def error_tracebacks(executed: Path) -> str:
+    """The tracebacks of the failing cells of an executed copy, without terminal colours."""
+    if not executed.is_file():
+        return "(no executed copy)"
+    nb = nbformat.read(executed, as_version=4)
+    found = ["\n".join(o.get("traceback", [])) for c in nb.cells if c.cell_type == "code"
+             for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(found)) or "(no error output)"
+
+
+def check_smoke_and_nbval(source: Path, tmp_path: Path) -> None:
+    """Run at smoke size with papermill, then re-run the executed copy under nbval-lax."""
+    check_parameters_cell(source)
+    [record] = run([source], smoke=True, timeout=240, out_dir=tmp_path / "executed", progress=False)
+    assert record.status == "ok", f"{record.name}: {record.status}: {record.error}\n{error_tracebacks(record.output)}"
+    # nbval starts its kernel in the notebook's folder; PYTHONPATH keeps chapter helper modules importable.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source.parent), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", str(record.output), "-q",
+         "--nbval-cell-timeout=240"],
+        cwd=source.parent, env=env, capture_output=True, text=True, timeout=280,
+    )
+    assert proc.returncode == 0, f"nbval-lax failed for {record.output}:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
+    assert re.search(r"\d+ passed", proc.stdout)
+
+
+@pytest.mark.notebooks
+@pytest.mark.timeout(300)
+def test_smoke_check_passes_for_a_throwaway_chapter_and_catches_a_broken_one(course, tmp_path):
+    check_smoke_and_nbval(src(course, "01-good"), tmp_path)
+    with pytest.raises(AssertionError, match=r"03-raises: failed: cell \d+: ValueError: boom at N=3") as info:
+        check_smoke_and_nbval(src(course, "03-raises"), tmp_path)
+    assert "Traceback" in str(info.value) and 'raise ValueError(f"boom at N={N}")' in str(info.value)
+
+
+CHAPTER_SOURCES = find_sources(REPO)
+
+
+@pytest.mark.notebooks
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("source", CHAPTER_SOURCES, ids=[p.stem for p in CHAPTER_SOURCES])
+def test_chapter_runs_at_smoke_size_and_passes_nbval(source, tmp_path):
+    check_smoke_and_nbval(source, tmp_path)
+
+
+def test_every_chapter_source_has_a_parameters_cell():
+    problems = []
+    for source in CHAPTER_SOURCES:
+        try:
+            smoke_parameters(source)
+        except NotebookError as exc:
+            problems.append(str(exc))
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------- scaleout lab
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get_json(url: str, token: str) -> dict:
+    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+@pytest.mark.timeout(120)
+def test_lab_serves_chapter_sources_as_notebooks(course, tmp_path):
+    port, token = free_port(), "scaleout-test-token"
+    env = dict(os.environ, JUPYTER_TOKEN=token, JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"))
+    log = (tmp_path / "lab.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "scaleoutai.cli", "lab", "--no-browser", "--port", str(port)],
+                            cwd=course, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, f"scaleout lab exited {proc.returncode}:\n{(tmp_path / 'lab.log').read_text()}"
+            try:
+                get_json(f"{base}/api/status", token)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline, "JupyterLab did not answer within 90 s"
+                time.sleep(0.5)
+        model = get_json(f"{base}/api/contents/chapters/01-good/01-good.py?type=notebook", token)
+        assert model["type"] == "notebook"
+        cells = model["content"]["cells"]
+        assert [c["cell_type"] for c in cells] == ["markdown", "code", "code"]
+        assert cells[1]["metadata"]["tags"] == ["parameters"]
+        # double-click uses the default viewer of the "python" file type: the Jupytext notebook view
+        settings = get_json(f"{base}/lab/api/settings/@jupyterlab/docmanager-extension:plugin", token)
+        assert settings["schema"]["properties"]["defaultViewers"]["default"]["python"] == "Jupytext Notebook"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+        log.close()
