@@ -41,4 +41,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m scaleoutai.cli`, this file is __main__; call the importable module's main so
+    # that UserError raised by subcommands is the class caught above.
+    from scaleoutai.cli import main as _main
+
+    sys.exit(_main())
