@@ -1,0 +1,78 @@
+"""Lab 1: the sharded gradient of a linear model."""
+from __future__ import annotations
+
+import numpy as np
+
+from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close
+
+LOCAL = [(20, 3, "float64"), (7, 4, "float32"), (1, 5, "float64"), (0, 3, "float64"), (33, 6, "float32")]
+SHARDED = [(1, 23, 4, "float64"), (2, 23, 4, "float64"), (3, 23, 4, "float32"), (5, 23, 4, "float64"),
+           (8, 23, 4, "float64"), (5, 101, 6, "float32"), (8, 5, 3, "float64")]
+TOL = {"float64": (1e-9, 1e-12), "float32": (2e-4, 1e-4)}  # (rtol, atol relative to the gradient's scale)
+
+
+def _data(rng: np.random.Generator, n: int, d: int, dtype: str) -> dict[str, np.ndarray]:
+    X = rng.standard_normal((n, d)).astype(dtype)
+    return {"X": X, "y": (X @ rng.standard_normal(d) + rng.standard_normal(n)).astype(dtype),
+            "w": rng.standard_normal(d).astype(dtype)}
+
+
+def plan(rng: np.random.Generator) -> Plan:
+    p = Plan()
+    for i, (n, d, dt) in enumerate(LOCAL):
+        p.add(Case(id=f"l{i}", fn="local_gradient", mode="call", label=f"local_gradient on n={n} rows, d={d}, {dt}",
+                   timeout=5, data={"d": d, "dtype": dt}), shared=_data(rng, n, d, dt))
+    for i, (K, n, d, dt) in enumerate(SHARDED):
+        why = ", more workers than rows" if K > n else ""
+        p.add(Case(id=f"s{i}", fn="sharded_gradient", label=f"K={K}, N={n}, d={d}, {dt}{why}", world_size=K,
+                   timeout=8, data={"d": d, "dtype": dt}), shared=_data(rng, n, d, dt))
+    return p
+
+
+def _reference(res: CaseResult) -> np.ndarray:
+    X, y, w = (res.shared(k).astype(np.float64) for k in ("X", "y", "w"))
+    return 2.0 / len(y) * X.T @ (X @ w - y) if len(y) else np.zeros_like(w)
+
+
+def _check_rank(res: CaseResult, rank: int, what: str) -> None:
+    d, dt = res.case.data["d"], res.case.data["dtype"]
+    ref = _reference(res)
+    rtol, atol = TOL[dt]
+    got = res.value(rank, what, dtype=dt, shape=(d,))
+    close(got, ref, rtol, atol * (1 + float(np.abs(ref).max(initial=0))), f"rank {rank}'s gradient")
+
+
+def local(res: CaseResult):
+    _check_rank(res, 0, "gradient")
+    return 1.0, ""
+
+
+def sharded(res: CaseResult):
+    for r in range(res.case.world_size):
+        _check_rank(res, r, "gradient")
+    return 1.0, ""
+
+
+def communication(res: CaseResult):
+    K, d = res.case.world_size, res.case.data["d"]
+    try:
+        sharded(res)
+    except Fail as exc:
+        raise Fail(f"communication is graded on a correct result; first fix: {exc}") from None
+    bound = (K - 1) * (d + 1) * 8
+    for r in range(K):
+        sent = res.stats(r)["bytes_sent"]
+        if sent > bound:
+            raise Fail(f"rank {r} sent {sent} bytes, {sent / bound:.1f}x the {bound} bytes that averaging a "
+                       f"d={d} gradient needs at most ((K-1)(d+1)*8); send gradients, not rows of X")
+    return 1.0, ""
+
+
+TESTS = [
+    Test("local", "local_gradient matches (2/n) X^T (Xw - y), empty shards included", select=lambda c: c.mode == "call",
+         check=local),
+    Test("sharded", "sharded_gradient equals the single-machine gradient on every rank (K = 1, 2, 3, 5, 8)",
+         select=lambda c: c.mode == "spmd", check=sharded),
+    Test("communication", "sharded_gradient sends gradients, not data", select=lambda c: c.mode == "spmd"
+         and c.world_size > 1, check=communication),
+]

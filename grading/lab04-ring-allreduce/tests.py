@@ -1,0 +1,88 @@
+"""Lab 4: ring all-reduce from send and recv."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close, forbidden_calls
+
+SIM = [(1, 7, "float64"), (2, 10, "float32"), (3, 10, "float64"), (3, 11, "int64"), (3, 2, "float32"),
+       (5, 13, "float32"), (5, 101, "float64"), (8, 64, "float64"), (8, 37, "int64"), (8, 5, "float64")]
+PROCESS = [(2, 11, "float64")]
+FORBIDDEN_MODULES = ("torch.distributed", "scaleoutai.collectives", "mpi4py", "ray.util.collective",
+                     "scaleoutai.cluster.")
+FORBIDDEN_NAMES = ("all_reduce", "allreduce", "reduce_scatter", "all_gather", "_send", "_recv", "_w",
+                   "isend", "irecv")
+
+
+def plan(rng: np.random.Generator) -> Plan:
+    p = Plan()
+    for i, (K, n, dtype) in enumerate(SIM + PROCESS):
+        backend = "process" if i >= len(SIM) else "sim"
+        xs = [(rng.standard_normal(n) * 100).astype(dtype) for _ in range(K)]
+        label = f"K={K}, n={n}, {dtype}, {'simulator' if backend == 'sim' else '2 real processes'}"
+        case = Case(id=f"c{i:02d}", fn="ring_allreduce", label=label, world_size=K, backend=backend,
+                    timeout=20 if backend == "process" else 8, data={"n": n, "dtype": dtype})
+        p.add(case, per_rank={"x": xs})
+    return p
+
+
+def _correct(res: CaseResult, xs: list[np.ndarray]) -> None:
+    c = res.case
+    ref = np.sum(np.array(xs, dtype=np.float64), axis=0)
+    dt = np.dtype(c.data["dtype"])
+    tol = 0.0 if dt.kind == "i" else 4 * c.world_size * np.finfo(dt).eps * float(np.abs(xs).sum(axis=0).max(initial=1))
+    for r in range(c.world_size):
+        got = res.value(r, "result", dtype=dt, shape=(c.data["n"],))
+        close(got, ref, 0.0, tol, f"rank {r}'s sum")
+
+
+def correct(res: CaseResult):
+    _correct(res, res.per_rank("x"))
+    return 1.0, ""
+
+
+def bandwidth(res: CaseResult):
+    c, K, n = res.case, res.case.world_size, res.case.data["n"]
+    try:
+        _correct(res, res.per_rank("x"))
+    except Fail as exc:
+        raise Fail(f"bandwidth is graded on a correct result; first fix: {exc}") from None
+    item = np.dtype(c.data["dtype"]).itemsize
+    bound = 2 * (K - 1) * math.ceil(n / K) * item
+    for r in range(K):
+        s = res.stats(r)
+        if s["messages_sent"] > 2 * (K - 1):
+            raise Fail(f"rank {r} sent {s['messages_sent']} messages; a ring sends 2(K-1) = {2 * (K - 1)}")
+        if s["bytes_sent"] > bound:
+            raise Fail(f"rank {r} sent {s['bytes_sent'] / max(bound, 1):.1f}x the bandwidth-optimal bytes "
+                       f"({s['bytes_sent']} B; a ring sends at most 2(K-1)*ceil(n/K)*itemsize = {bound} B)")
+    return 1.0, ""
+
+
+def send_recv_only(res: CaseResult):
+    K = res.case.world_size
+    _correct(res, res.per_rank("x"))
+    bad = forbidden_calls(res.source, FORBIDDEN_MODULES, FORBIDDEN_NAMES)
+    if bad:
+        raise Fail(f"use only comm.send and comm.recv; found {', '.join(bad[:4])}")
+    sent = [res.stats(r) for r in range(K)]
+    for r in range(K):
+        left = sent[(r - 1) % K]
+        if sent[r]["messages_received"] != left["messages_sent"]:
+            raise Fail(f"rank {r} received {sent[r]['messages_received']} messages but its left neighbour "
+                       f"sent {left['messages_sent']}; in a ring every message goes to the right neighbour")
+    return 1.0, ""
+
+
+TESTS = [
+    Test("correct_sim", "ring_allreduce is correct on the simulator (K = 1, 2, 3, 5, 8, uneven n, n < K)",
+         select=lambda c: c.backend == "sim", check=correct),
+    Test("correct_process", "ring_allreduce is correct on 2 real processes",
+         select=lambda c: c.backend == "process", check=correct),
+    Test("bandwidth", "bandwidth-optimal: 2(K-1) messages and at most 2(K-1)*ceil(n/K) values per rank",
+         select=lambda c: c.backend == "sim" and c.world_size > 1, check=bandwidth),
+    Test("send_recv_only", "uses only the communicator's send and recv, round the ring",
+         select=lambda c: c.backend == "sim" and c.world_size > 1, check=send_recv_only),
+]

@@ -1,0 +1,156 @@
+"""Hostile submissions to lab 4: each gets the right score and a clear message, and the batch completes."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from grading_helpers import RING, WRONG, notebook, output_of, results
+from scaleoutai.grading.labs import find_lab
+from scaleoutai.grading.runner import grade_batch
+from scaleoutai.grading.sandbox import UID_BASE, Limits, _uid_alive, probe_mode
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.timeout(240),
+              pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox drops privileges and needs root")]
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    if probe_mode() != "full":
+        pytest.skip("this machine forbids mount and network namespaces")
+    subs = tmp_path_factory.mktemp("subs")
+    out = tmp_path_factory.mktemp("out")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    grading = ROOT / "grading" / "lab04-ring-allreduce" / "tests.py"
+    solution = ROOT / "labs" / "lab04-ring-allreduce" / "lab04-ring-allreduce.py"
+    patch = '''
+import builtins, numpy as np
+np.allclose = lambda *a, **k: True
+np.array_equal = lambda *a, **k: True
+np.testing.assert_allclose = lambda *a, **k: None
+builtins.abs = lambda v: 0
+class Liar(np.ndarray):
+    def __eq__(self, other):
+        return True
+def ring_allreduce(comm, x):
+    return x.copy().view(Liar)
+'''
+    forge = f'''
+import json
+for path in ("results.json", {str(out / "forge" / "results.json")!r}, {str(out / "gradebook.csv")!r}):
+    try:
+        open(path, "w").write(json.dumps({{"score": 100, "max_score": 100, "tests": []}}))
+        print("wrote", path)
+    except OSError as exc:
+        print("forge-denied", type(exc).__name__)
+'''
+    read = f'''
+import os
+for path in ({str(grading)!r}, {str(solution)!r}):
+    try:
+        print(open(path).read()[:200])
+    except OSError as exc:
+        print("read-denied", type(exc).__name__)
+try:
+    print(os.listdir({str(grading.parent)!r}))
+except OSError as exc:
+    print("list-denied", type(exc).__name__)
+print("uid", os.getuid())
+'''
+    net = f'''
+import socket
+for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80)):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        print("net-open", host)
+    except OSError as exc:
+        print("net-blocked", host, type(exc).__name__)
+'''
+    bomb_mem = RING.replace("K, r = comm.size, comm.rank", "blocks = []\n    while True:\n        blocks.append(np.ones(2**24))")
+    cases = {
+        "patch": (WRONG, patch), "forge": (WRONG, forge), "read": (RING, read), "net": (RING, net),
+        "loop": (RING, "while True:\n    pass"), "membomb": (bomb_mem,),
+        "forkbomb": (RING, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"),
+        "sysexit": (RING.replace("K, r = comm.size, comm.rank", "import sys; sys.exit(3)"),),
+        "osexit": (RING, "import os; os._exit(0)"), "print": (RING, "print('x' * 100_000_000)"),
+        "missing": (RING.replace("def ring_allreduce", "def ring_all_reduce"),),
+        "wrongtype": (RING.replace("return np.concatenate(chunks)", "return np.concatenate(chunks).tolist()")
+                      .replace("return x.copy()", "return x.tolist()"),),
+    }
+    for name, cells in cases.items():
+        notebook(subs / f"{name}.ipynb", *cells)
+    (subs / "malformed.ipynb").write_text("{ this is not a notebook")
+    summary = grade_batch(find_lab("lab04", ROOT), [subs], out, jobs=2, quiet=True,
+                          limits=Limits(timeout=12, memory_mb=1500))
+    listener.close()
+    return out, summary
+
+
+EXPECTED = {"patch": 0.0, "forge": 4.0, "read": 100.0, "net": 100.0, "loop": 0.0, "membomb": 0.0, "forkbomb": 0.0,
+            "sysexit": 0.0, "osexit": 0.0, "print": 100.0, "missing": 0.0, "wrongtype": 0.0, "malformed": 0.0}
+
+
+def test_batch_of_hostile_submissions_completes_with_one_result_each(batch):
+    out, summary = batch
+    assert summary.graded == len(EXPECTED)
+    rows = (out / "gradebook.csv").read_text().splitlines()
+    assert sorted(r.split(",")[0] for r in rows[1:]) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_hostile_submission_gets_the_right_score(batch, name):
+    assert results(batch[0], name)["score"] == pytest.approx(EXPECTED[name])
+
+
+def test_patching_numpy_and_builtins_in_the_sandbox_cannot_change_the_score(batch):
+    res = results(batch[0], "patch")  # wrong sums behind an ndarray subclass whose == always says True
+    assert "passed 0 of 10 cases" in output_of(res, "ring_allreduce is correct on the simulator")
+    assert "is a Liar; return a NumPy array" in output_of(res, "ring_allreduce is correct on the simulator")
+
+
+def test_forged_result_files_are_ignored_and_the_results_folder_is_out_of_reach(batch):
+    out = batch[0]
+    res = results(out, "forge")
+    assert not (out / "forge" / "results.json").read_text().count('"tests": []')
+    log = output_of(res, "Notebook runs")
+    assert "wrote results.json" in log  # its own working dir only, which nobody reads
+    assert log.count("forge-denied") == 2
+
+
+def test_student_code_cannot_read_hidden_tests_or_the_solution_and_runs_unprivileged(batch):
+    log = output_of(results(batch[0], "read"), "Notebook runs")
+    assert log.count("read-denied PermissionError") == 2 and "list-denied" in log
+    assert f"uid {UID_BASE}" in log or f"uid {UID_BASE + 1}" in log
+
+
+def test_student_code_has_no_network_not_even_the_graders_loopback(batch):
+    log = output_of(results(batch[0], "net"), "Notebook runs")
+    assert "net-blocked 127.0.0.1" in log and "net-blocked 1.1.1.1" in log and "net-open" not in log
+
+
+@pytest.mark.parametrize("name,words", [("loop", "time limit"), ("forkbomb", "time limit"),
+                                        ("membomb", "memory"), ("sysexit", "sys.exit"), ("osexit", "ended"),
+                                        ("missing", "no function named ring_allreduce"),
+                                        ("wrongtype", "is a list; return a NumPy array"),
+                                        ("malformed", "not a readable notebook"), ("print", "64 KB")])
+def test_each_failure_explains_itself(batch, name, words):
+    assert words in json.dumps(results(batch[0], name))
+
+
+def test_no_result_echoes_hidden_test_source(batch):
+    hidden = (ROOT / "grading" / "lab04-ring-allreduce" / "tests.py").read_text()
+    secrets = [ln.strip() for ln in hidden.splitlines() if len(ln.strip()) > 30 and not ln.strip().startswith(("#", '"'))]
+    for f in batch[0].glob("*/results.json"):
+        text = f.read_text()
+        assert not [s for s in secrets if s in text], f.parent.name
+
+
+def test_fork_bomb_leaves_no_process_behind(batch):
+    assert not _uid_alive(UID_BASE) and not _uid_alive(UID_BASE + 1)
