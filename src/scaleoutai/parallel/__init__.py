@@ -1,8 +1,14 @@
-"""Part IV (Chapters 15-19): parallel deep learning from scratch in NumPy, every gradient by hand.
+"""Part IV (Chapters 15-21): parallel deep learning from scratch in NumPy, every gradient by hand.
 
 Modules (import them directly; this package imports nothing heavy):
     model     MLP, transformer block, losses, flatten/unflatten, SGD and Adam (the single-device reference)
     ddp       Ch15 data parallelism: naive and bucketed all-reduce, gradient accumulation
     zero      Ch16 ZeRO stages 1-3 over reduce-scatter / all-gather, and the 2Psi + 2Psi + 12Psi memory model
     tensor    Ch16 tensor parallelism: column/row-parallel linear, Megatron MLP and attention by heads
+    pipeline  Ch16 GPipe and 1F1B schedules, the bubble (p-1)/(m+p-1), activation checkpointing
+    moe       Ch17 router, top-k gating, capacity factor, load-balancing loss, all-to-all dispatch/combine
+    elastic   Ch18 atomic checkpoints, resume, re-sharding from K to K' workers
+    mesh      Ch19 DP x TP x PP on a device mesh, memory and communication model, scaling laws
+    rl        Ch20 actor-learner reinforcement learning with V-trace off-policy correction
+    hpo       Ch21 random search, successive halving, ASHA, population-based training
 """
