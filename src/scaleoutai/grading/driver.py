@@ -81,7 +81,7 @@ def _record(value: Any, key: str, arrays: dict[str, np.ndarray]) -> dict:
         elif arr.nbytes > ARRAY_CAP:
             meta["note"] = f"too large to hand back ({arr.nbytes} bytes)"
         else:
-            arrays[key] = np.ascontiguousarray(arr)
+            arrays[key] = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)  # keeps 0-d as 0-d
             meta.update(stored=True, dtype=arr.dtype.str, shape=list(arr.shape))
     return meta
 

@@ -110,33 +110,62 @@ def grade_batch(lab: Lab, paths: list[Path], out: Path, jobs: int = 1, limits: L
     limits.hide = sorted({str(p.resolve()) for p in [root / "labs", root / "grading", out, *paths] if p.exists()})
     base = Path(tempfile.mkdtemp(prefix="scaleout-grade-"))
     os.chmod(base, 0o711)
+    uids, locks = reserve_uids(max(1, jobs)) if isolated else ([UID_BASE + i for i in range(max(1, jobs))], [])
     if isolated:
         limits.hide.append(str(base))
-        for slot in range(max(1, jobs)):  # leftovers of a batch that was killed halfway
-            kill_uid(UID_BASE + slot)
+        for uid in uids:  # leftovers of a batch that was killed halfway while holding this uid
+            kill_uid(uid)
     zygote = Zygote() if todo else None  # forked before the hidden tests are imported: nothing to find in memory
     try:
         if todo:
             from .engine import load_hidden
 
             hidden = load_hidden(lab)
-            _run(hidden, todo, out, base, jobs, limits, isolated, zygote, summary, quiet)
+            _run(hidden, todo, out, base, uids, limits, isolated, zygote, summary, quiet)
     finally:
         if zygote:
             zygote.close()
+        for fd in locks:
+            os.close(fd)
         shutil.rmtree(base, ignore_errors=True)
     R.rebuild_gradebook(out)
     summary.seconds = time.perf_counter() - t0
     return summary
 
 
-def _run(hidden, todo: list[Submission], out: Path, base: Path, jobs: int, limits: Limits, isolated: bool,
+def reserve_uids(n: int, pool: int = 256) -> tuple[list[int], list[int]]:
+    """Lock ``n`` sandbox uids for this batch (flock on a file per uid), so that two batches running at
+    once never share a uid: each batch kills every process of its uids after each submission."""
+    import fcntl
+
+    folder = Path(tempfile.gettempdir()) / "scaleout-grader-uids"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    uids: list[int] = []
+    locks: list[int] = []
+    for uid in range(UID_BASE, UID_BASE + pool):
+        fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        uids.append(uid)
+        locks.append(fd)
+        if len(uids) == n:
+            return uids, locks
+    for fd in locks:
+        os.close(fd)
+    raise RuntimeError(f"all {pool} sandbox uids are in use by other grading batches; wait for one to finish")
+
+
+def _run(hidden, todo: list[Submission], out: Path, base: Path, uids: list[int], limits: Limits, isolated: bool,
          zygote: Zygote, summary: Summary, quiet: bool) -> None:
     from .engine import grade_workdir, prepare_workdir, remove_workdir
 
     bar = _progress(len(todo), quiet)
     cpus = sorted(os.sched_getaffinity(0))
-    free = list(range(max(1, jobs)))
+    jobs = len(uids)
+    free = list(range(jobs))
     running: dict[str, tuple[Submission, Path, int, list, float]] = {}
     queue = list(todo)
 
@@ -159,10 +188,10 @@ def _run(hidden, todo: list[Submission], out: Path, base: Path, jobs: int, limit
                 finish(sub, grade_workdir(hidden, None, None, None, limits, error=problem or "no notebook found"))
                 continue
             slot = free.pop(0)
-            uid = UID_BASE + slot if isolated else None
+            uid = uids[slot] if isolated else None
             workdir = base / f"{sub.id}-{os.urandom(6).hex()}"
             prepare_workdir(workdir, cells, hidden, limits, uid)
-            zygote.submit(sub.id, str(workdir), UID_BASE + slot, limits, cpus[slot % len(cpus)] if jobs > 1 else None)
+            zygote.submit(sub.id, str(workdir), uids[slot], limits, cpus[slot % len(cpus)] if jobs > 1 else None)
             running[sub.id] = (sub, workdir, slot, cells, t)
         for done in zygote.poll(0.05):
             sub, workdir, slot, cells, t = running.pop(done["id"])

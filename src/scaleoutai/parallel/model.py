@@ -49,7 +49,7 @@ def relu_backward(x: np.ndarray, dy: np.ndarray) -> np.ndarray:
     return dy * (x > 0)
 
 
-_C = np.sqrt(2.0 / np.pi)
+_C = float(np.sqrt(2.0 / np.pi))  # a Python float, so float32 inputs stay float32
 
 
 def gelu(x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,191 @@
+"""Lab 16: ZeRO-sharded Adam equals Adam; a tensor-parallel MLP equals the dense one."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close, forbidden_calls
+from scaleoutai.parallel.model import adam_update, gelu
+
+# (K, Psi, steps, dtype, backend); Psi < K leaves some ranks without a block
+ZERO = [(1, 10, 3, "float64", "sim"), (2, 10, 3, "float64", "sim"), (3, 11, 4, "float32", "sim"),
+        (5, 23, 3, "float64", "sim"), (5, 3, 2, "float64", "sim"), (4, 18, 3, "float32", "sim"),
+        (2, 13, 3, "float64", "process")]
+# (K, x shape, d_ff, dtype, backend); d_ff < K leaves some ranks without columns
+TP = [(1, (4, 6), 8, "float64", "sim"), (2, (5, 6), 8, "float64", "sim"), (3, (4, 5), 7, "float32", "sim"),
+      (5, (3, 4), 12, "float64", "sim"), (8, (2, 4), 6, "float64", "sim"), (3, (2, 3, 4), 9, "float64", "sim"),
+      (2, (4, 6), 10, "float64", "process")]
+LR = 0.01
+TOL = {"float64": (1e-9, 1e-9), "float32": (1e-4, 1e-4)}  # (rtol, atol per unit of max|expected|)
+FORBIDDEN_MODULES = ("scaleoutai.parallel.zero", "scaleoutai.parallel.tensor", "scaleoutai.parallel.ddp",
+                     "torch.distributed", "mpi4py", "ray.util.collective")
+FORBIDDEN_NAMES = ("zero_step", "train_zero", "zero_full_params", "row_parallel_forward",
+                   "column_parallel_forward", "all_reduce")
+
+
+def _add(p: Plan, case: Case, items: list[tuple[str, object]]) -> None:
+    """Arguments in call order: an array (shared), a list of arrays (one per rank), or ("=", JSON value)."""
+    for name, value in items:
+        if name == "=":
+            case.args.append({"value": value})
+        elif isinstance(value, list):
+            for r, arr in enumerate(value):
+                p.inputs[f"{case.id}/{name}/{r}"] = arr
+            case.args.append({"key": f"{case.id}/{name}", "per_rank": True})
+        else:
+            p.inputs[f"{case.id}/{name}"] = value
+            case.args.append({"key": f"{case.id}/{name}"})
+    p.cases.append(case)
+
+
+def _where(backend: str) -> str:
+    return "simulator" if backend == "sim" else "2 real processes"
+
+
+def plan(rng: np.random.Generator) -> Plan:
+    p = Plan()
+    for i, (K, psi, steps, dt, backend) in enumerate(ZERO):
+        more = ", more ranks than elements" if K > psi else ", uneven blocks" if psi % K else ""
+        case = Case(id=f"z{i}", fn="grader_zero_adam", world_size=K, backend=backend,
+                    timeout=20 if backend == "process" else 8, label=f"ZeRO-2, K={K}, Psi={psi}, {steps} steps, "
+                    f"{dt}{more}, {_where(backend)}", data={"psi": psi, "steps": steps, "dtype": dt, "kind": "zero"})
+        grads = [rng.standard_normal((steps, psi)).astype(dt) for _ in range(K)]
+        _add(p, case, [("p0", rng.standard_normal(psi).astype(dt)), ("grads", grads), ("=", LR)])
+    for i, (K, shape, d_ff, dt, backend) in enumerate(TP):
+        d = shape[-1]
+        more = ", more ranks than columns" if K > d_ff else ", uneven columns" if d_ff % K else ""
+        case = Case(id=f"m{i}", fn="megatron_mlp_forward", world_size=K, backend=backend,
+                    timeout=20 if backend == "process" else 8, label=f"Megatron MLP, K={K}, x of shape {shape}, "
+                    f"d_ff={d_ff}, {dt}{more}, {_where(backend)}", data={"shape": shape, "dtype": dt, "kind": "tp"})
+        x = rng.standard_normal(shape).astype(dt)
+        W1 = (rng.standard_normal((d, d_ff)) / np.sqrt(d)).astype(dt)
+        b1 = (0.5 * rng.standard_normal(d_ff)).astype(dt)
+        W2 = (rng.standard_normal((d_ff, d)) / np.sqrt(d_ff)).astype(dt)
+        b2 = (0.5 * rng.standard_normal(d)).astype(dt)
+        cols = [c for c in np.array_split(np.arange(d_ff), K)]  # rank r's columns
+        _add(p, case, [("x", x), ("W1", [W1[:, c].copy() for c in cols]), ("b1", [b1[c].copy() for c in cols]),
+                       ("W2", [W2[c].copy() for c in cols]), ("b2", b2)])
+        case.data["full"] = (W1, b1, W2)
+    return p
+
+
+def _adam(res: CaseResult) -> np.ndarray:
+    p = res.shared("p0").astype(np.float64)
+    grads = np.sum(np.array(res.per_rank("grads"), dtype=np.float64), axis=0)
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    for s, g in enumerate(grads):
+        adam_update(p, g, m, v, s + 1, LR)
+    return p
+
+
+def _zero_values(res: CaseResult, r: int) -> tuple[np.ndarray, float]:
+    psi = res.case.data["psi"]
+    got = res.value(r, "parameters (followed by the state count)", dtype=res.case.data["dtype"], shape=(psi + 1,))
+    return got[:psi], float(got[psi])
+
+
+def _correct(res: CaseResult) -> None:
+    c = res.case
+    rtol, scale = TOL[c.data["dtype"]]
+    if c.data["kind"] == "zero":
+        ref = _adam(res)
+        for r in range(c.world_size):
+            close(_zero_values(res, r)[0], ref, rtol, scale * (1 + float(np.abs(ref).max())),
+                  f"rank {r}'s parameters after {c.data['steps']} Adam steps")
+    else:
+        W1, b1, W2 = c.data["full"]
+        x, b2 = res.shared("x").astype(np.float64), res.shared("b2").astype(np.float64)
+        ref = gelu(x @ W1.astype(np.float64) + b1) @ W2.astype(np.float64) + b2
+        for r in range(c.world_size):
+            got = res.value(r, "output y", dtype=c.data["dtype"], shape=ref.shape)
+            close(got, ref, rtol, scale * (1 + float(np.abs(ref).max())), f"rank {r}'s output y")
+
+
+def correct(res: CaseResult):
+    _correct(res)
+    return 1.0, ""
+
+
+def _first(res: CaseResult, what: str) -> None:
+    try:
+        _correct(res)
+    except Fail as exc:
+        raise Fail(f"{what} is graded on a correct result; first fix: {exc}") from None
+
+
+def zero_memory(res: CaseResult):
+    c, K, psi = res.case, res.case.world_size, res.case.data["psi"]
+    _first(res, "memory")
+    hi, lo = 2 * math.ceil(psi / K), 2 * (psi // K)
+    for r in range(K):
+        held = _zero_values(res, r)[1]
+        if held > hi:
+            raise Fail(f"rank {r}'s state holds {held:g} floating-point values, {held / max(hi, 1):.1f}x what ZeRO "
+                       f"keeps: m and v for its own block only, at most 2*ceil(Psi/K) = {hi}")
+        if held < lo:
+            raise Fail(f"rank {r}'s state holds {held:g} floating-point values, fewer than the 2*floor(Psi/K) = {lo} "
+                       f"that m and v of its block need: keep the moments in the state dict as arrays")
+    return 1.0, ""
+
+
+def _bytes(res: CaseResult, bound_values: int, max_messages: int | None, what: str) -> None:
+    item = np.dtype(res.case.data["dtype"]).itemsize
+    for r in range(res.case.world_size):
+        s = res.stats(r)
+        if max_messages is not None and s["messages_sent"] > max_messages:
+            raise Fail(f"rank {r} sent {s['messages_sent']} messages; one ring all-reduce sends "
+                       f"2(K-1) = {max_messages}")
+        if s["bytes_sent"] > bound_values * item:
+            raise Fail(f"rank {r} sent {s['bytes_sent']} bytes, {s['bytes_sent'] / (bound_values * item):.1f}x "
+                       f"the bound of {bound_values * item} bytes ({what})")
+
+
+def zero_bytes(res: CaseResult):
+    c, K = res.case, res.case.world_size
+    _first(res, "communication")
+    bound = c.data["steps"] * 2 * (K - 1) * math.ceil(c.data["psi"] / K)
+    _bytes(res, bound, None, "per step a reduce-scatter and an all-gather send 2(K-1)*ceil(Psi/K) values; "
+           "all-reducing the gradients costs more")
+    return 1.0, ""
+
+
+def tp_bytes(res: CaseResult):
+    c, K = res.case, res.case.world_size
+    _first(res, "communication")
+    n = int(np.prod(c.data["shape"]))
+    _bytes(res, 2 * (K - 1) * math.ceil(n / K), 2 * (K - 1),
+           "one ring all-reduce of the T x d partial outputs; move activations, not weights")
+    return 1.0, ""
+
+
+def own_code(res: CaseResult):
+    _correct(res)
+    bad = forbidden_calls(res.source, FORBIDDEN_MODULES, FORBIDDEN_NAMES)
+    if bad:
+        raise Fail(f"write ZeRO and the Megatron MLP yourself (scaleoutai.collectives and "
+                   f"scaleoutai.parallel.model are fine); found {', '.join(bad[:4])}")
+    return 1.0, ""
+
+
+def _is(kind: str, backend: str = "sim", multi: bool = False):
+    return lambda c: c.data["kind"] == kind and c.backend == backend and (c.world_size > 1 or not multi)
+
+
+TESTS = [
+    Test("zero_sim", "ZeRO-2 Adam equals Adam on every rank (K = 1, 2, 3, 4, 5, Psi < K)",
+         select=_is("zero"), check=correct),
+    Test("zero_process", "ZeRO-2 Adam equals Adam on 2 real processes", select=_is("zero", "process"), check=correct),
+    Test("zero_memory", "ZeRO-2 keeps 1/K of the optimizer state per rank", select=_is("zero", multi=True),
+         check=zero_memory),
+    Test("zero_bytes", "ZeRO-2 sends at most a reduce-scatter plus an all-gather per step",
+         select=_is("zero", multi=True), check=zero_bytes),
+    Test("tp_sim", "the Megatron MLP equals the dense MLP on every rank (K = 1, 2, 3, 5, 8 > d_ff)",
+         select=_is("tp"), check=correct),
+    Test("tp_process", "the Megatron MLP equals the dense MLP on 2 real processes", select=_is("tp", "process"),
+         check=correct),
+    Test("tp_bytes", "the Megatron MLP uses one all-reduce of activations", select=_is("tp", multi=True),
+         check=tp_bytes),
+    Test("own_code", "ZeRO and the MLP are your own (no scaleoutai.parallel.zero/tensor, no torch.distributed)",
+         select=_is("zero", multi=True), check=own_code),
+]

@@ -1,0 +1,180 @@
+"""Lab 17: expert-parallel MoE equals dense MoE, capacity drops included."""
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+
+from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close, forbidden_calls
+from scaleoutai.parallel.moe import expert_owners, moe_forward_dense, moe_init, softmax
+
+# (K, tokens per rank, d, hidden, E, k, C_f, dtype, backend)
+CASES = [(1, [12], 8, 6, 4, 1, 1.0, "float64", "sim"), (1, [10], 8, 6, 3, 2, 0.5, "float64", "sim"),
+         (2, [7, 5], 8, 6, 4, 1, 0.5, "float64", "sim"), (2, [6, 6], 8, 6, 5, 2, 1.0, "float64", "sim"),
+         (2, [8, 8], 8, 8, 4, 2, 2.0, "float32", "sim"), (4, [5, 3, 0, 6], 8, 5, 6, 2, 0.5, "float64", "sim"),
+         (4, [4, 4, 4, 4], 8, 5, 8, 1, 2.0, "float32", "sim"), (4, [5, 4, 6, 3], 8, 5, 3, 1, 1.0, "float64", "sim"),
+         (4, [6, 5, 6, 5], 8, 5, 7, 2, 1.0, "float64", "sim"), (2, [6, 7], 8, 6, 5, 2, 1.0, "float64", "process")]
+TOL = {"float64": (1e-9, 1e-9), "float32": (1e-4, 1e-4)}  # (rtol, atol per unit of max|expected|)
+MARGIN = 1e-3  # router probabilities this close could rank differently in float32: resample such tokens
+ALLOWED_FROM_MOE = {"capacity", "expert_owners", "moe_init", "moe_forward_dense"}
+FORBIDDEN_MODULES = ("torch.distributed", "mpi4py", "ray.util.collective")
+FORBIDDEN_NAMES = ("moe_forward_ep", "moe_backward_ep", "_route", "_slots", "_router", "_choices")
+
+
+def _tokens(rng: np.random.Generator, n: int, Wg: np.ndarray, k: int) -> np.ndarray:
+    """n token rows whose top-(k+1) router probabilities are at least MARGIN apart."""
+    x = rng.standard_normal((n, Wg.shape[0]))
+    for t in range(n):
+        for _ in range(1000):
+            p = np.sort(softmax(x[t] @ Wg))[::-1][:k + 1]
+            if np.all(-np.diff(p) > MARGIN):
+                break
+            x[t] = rng.standard_normal(Wg.shape[0])
+    return x
+
+
+def plan(rng: np.random.Generator) -> Plan:
+    p = Plan()
+    for i, (K, Ts, d, hidden, E, k, cf, dt, backend) in enumerate(CASES):
+        layer = moe_init(d, hidden, E, seed=int(rng.integers(1 << 30)))
+        Wg = 3 * layer["Wg"]
+        x = _tokens(rng, sum(Ts), Wg, k)
+        full = {"Wg": Wg, "bg": np.zeros(E), "experts": layer["experts"]}
+        if dt != "float64":  # the reference runs in float64 on exactly the values the sandbox gets
+            x, full["Wg"] = x.astype(dt).astype(np.float64), Wg.astype(dt).astype(np.float64)
+            full["experts"] = [{n: v.astype(dt).astype(np.float64) for n, v in e.items()} for e in layer["experts"]]
+        y, cache = moe_forward_dense(full, x, k, cf)
+        owner = expert_owners(E, K)
+        spread = f"experts per rank {[int(np.sum(owner == r)) for r in range(K)]}"
+        where = "simulator" if backend == "sim" else "2 real processes"
+        case = Case(id=f"e{i}", fn="grader_moe_ep", world_size=K, backend=backend,
+                    timeout=20 if backend == "process" else 8,
+                    label=f"K={K}, tokens per rank {Ts}, E={E} ({spread}), k={k}, C_f={cf}, {dt}, {where}",
+                    data={"Ts": Ts, "d": d, "E": E, "k": k, "cf": cf, "dtype": dt, "y": y, "cache": cache,
+                          "x": x, "full": full, "dropped": cache["stats"]["dropped"]})
+        bounds = np.cumsum([0] + Ts)
+        for r in range(K):
+            mine = np.flatnonzero(owner == r)
+            ex = [full["experts"][e] for e in mine]
+            stack = {n: np.array([e[n] for e in ex]).reshape((len(mine),) + layer["experts"][0][n].shape).astype(dt)
+                     for n in ("W0", "b0", "W1", "b1")}
+            args = [("tokens", x[bounds[r]:bounds[r + 1]]), ("Wg", full["Wg"]), ("ids", mine), *stack.items()]
+            for name, arr in args:
+                p.inputs[f"{case.id}/{name}/{r}"] = arr.astype(dt) if arr.dtype.kind == "f" else arr
+        case.args += [{"key": f"{case.id}/{n}", "per_rank": True} for n, _ in args]
+        case.args += [{"value": k}, {"value": cf}]
+        p.cases.append(case)
+    return p
+
+
+def _rows(case: Case, r: int) -> slice:
+    b = np.cumsum([0] + case.data["Ts"])
+    return slice(int(b[r]), int(b[r + 1]))
+
+
+def _check(res: CaseResult) -> None:
+    c = res.case
+    ref = c.data["y"]
+    rtol, scale = TOL[c.data["dtype"]]
+    for r in range(c.world_size):
+        want = ref[_rows(c, r)]
+        got = res.value(r, "output y", dtype=c.data["dtype"], shape=want.shape)
+        close(got, want, rtol, scale * (1 + float(np.abs(ref).max(initial=0))), f"rank {r}'s output y")
+
+
+def correct(res: CaseResult):
+    _check(res)
+    return 1.0, ""
+
+
+def drops(res: CaseResult):
+    """Same comparison, but explains a miss in terms of the capacity rule."""
+    c = res.case
+    try:
+        _check(res)
+    except Fail as exc:
+        cache = c.data["cache"]
+        lost = np.flatnonzero(~cache["keep"].all(axis=1))  # tokens with at least one dropped assignment
+        loose, _ = moe_forward_dense(c.data["full"], c.data["x"], c.data["k"], 1e9)  # no capacity limit
+        try:
+            got = np.concatenate([res.value(r, "y", shape=(n, c.data["d"])).astype(np.float64)
+                                  for r, n in enumerate(c.data["Ts"])])
+        except Fail:
+            raise exc from None
+        hint = ""
+        if np.allclose(got[lost], loose[lost], rtol=1e-4, atol=1e-4):
+            hint = (f" The {len(lost)} tokens that lose an assignment to capacity got their full output: drop "
+                    f"every assignment whose slot is >= C = ceil(C_f*k*T/E), T counted over all ranks.")
+        else:
+            bad = int(np.sum(~np.isclose(got, c.data["y"], rtol=1e-4, atol=1e-4).all(axis=1)))
+            hint = (f" {bad} token rows differ; {c.data['dropped']} assignments are dropped here: check the slot "
+                    f"order (all first choices before second choices, global token order) and the capacity C.")
+        raise Fail(str(exc) + hint) from None
+    return 1.0, ""
+
+
+def _traffic(c: Case, r: int) -> int:
+    keep, top = c.data["cache"]["keep"], c.data["cache"]["top"]
+    owner = expert_owners(c.data["E"], c.world_size)
+    src = np.repeat(np.arange(c.world_size), c.data["Ts"])[:, None].repeat(c.data["k"], axis=1)
+    dst = owner[top]
+    a_out = int(np.sum(keep & (src == r) & (dst != r)))
+    a_in = int(np.sum(keep & (dst == r) & (src != r)))
+    return a_out + a_in
+
+
+def traffic(res: CaseResult):
+    c, K = res.case, res.case.world_size
+    try:
+        _check(res)
+    except Fail as exc:
+        raise Fail(f"communication is graded on a correct result; first fix: {exc}") from None
+    item, d, k, E, T = np.dtype(c.data["dtype"]).itemsize, c.data["d"], c.data["k"], c.data["E"], sum(c.data["Ts"])
+    for r in range(K):
+        rows = _traffic(c, r)
+        bound = rows * (d * item + 16) + 8 * k * T + 8 * (K - 1) * (k + 1) * E
+        sent = res.stats(r)["bytes_sent"]
+        if sent > bound:
+            raise Fail(f"rank {r} sent {sent} bytes, {sent / bound:.1f}x the bound of {bound} bytes for its {rows} "
+                       f"kept token rows crossing ranks: send each kept row once to its expert's owner and its "
+                       f"output once back (not every token, not the experts' weights)")
+    return 1.0, ""
+
+
+def _moe_imports(source: str) -> list[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "scaleoutai.parallel.moe":
+            found += [f"moe.{a.name}" for a in node.names if a.name not in ALLOWED_FROM_MOE]
+        elif isinstance(node, ast.ImportFrom) and node.module == "scaleoutai.parallel":
+            found += [f"scaleoutai.parallel.{a.name}" for a in node.names if a.name != "model"]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name == "scaleoutai.parallel.moe"]
+    return found
+
+
+def own_code(res: CaseResult):
+    _check(res)
+    bad = _moe_imports(res.source) + forbidden_calls(res.source, FORBIDDEN_MODULES, FORBIDDEN_NAMES)
+    if bad:
+        raise Fail(f"write the expert-parallel layer yourself (from scaleoutai.parallel.moe only "
+                   f"{', '.join(sorted(ALLOWED_FROM_MOE))}); found {', '.join(sorted(set(bad))[:4])}")
+    return 1.0, ""
+
+
+TESTS = [
+    Test("correct_sim", "moe_forward_ep equals the dense MoE on every rank (K = 1, 2, 4, k = 1, 2, uneven experts)",
+         select=lambda c: c.backend == "sim", check=correct),
+    Test("drops", "tokens beyond capacity are dropped exactly as in the dense MoE",
+         select=lambda c: c.backend == "sim" and c.data["dropped"] > 0, check=drops),
+    Test("correct_process", "moe_forward_ep equals the dense MoE on 2 real processes",
+         select=lambda c: c.backend == "process", check=correct),
+    Test("traffic", "all-to-all traffic: each kept token row crosses ranks once each way",
+         select=lambda c: c.backend == "sim" and c.world_size > 1, check=traffic),
+    Test("own_code", "the expert-parallel layer is your own (no moe_forward_ep, no torch.distributed)",
+         select=lambda c: c.backend == "sim" and c.world_size > 1, check=own_code),
+]

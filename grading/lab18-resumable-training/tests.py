@@ -1,0 +1,169 @@
+"""Lab 18: resume after an injected crash equals the uninterrupted run."""
+from __future__ import annotations
+
+import numpy as np
+
+from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close
+
+HEAVY_BALL = 0.9
+# (K, rows, d, steps, every, crashing rank, step it crashes in, dtype); None: no crash case
+RUNS = [(2, 30, 4, 12, 3, 1, 7, "float64"),
+        (3, 31, 5, 15, 4, 0, 9, "float64"),   # uneven shards, rank 0 (the writer) crashes
+        (5, 23, 3, 10, 2, 3, 5, "float32"),
+        (8, 6, 3, 9, 4, 7, 4, "float64"),     # K > rows: empty shards; crash right after a checkpoint
+        (3, 20, 4, 8, 5, 2, 2, "float64"),    # crash before the first checkpoint: restart from scratch
+        (1, 15, 3, 6, 2, None, None, "float64")]
+TOL = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5)}  # (rtol, atol)
+ATOMIC_DIR, ATOMIC_D = "ckpt/atomic", 3
+
+
+def trajectory(shards: list[np.ndarray], w0: np.ndarray, lr: float, steps: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(w_s, v_s) for s = 0..steps on one machine, in float64."""
+    full = np.concatenate([s.astype(np.float64) for s in shards])
+    A, b = full[:, :-1], full[:, -1]
+    w, v = w0.astype(np.float64), np.zeros(len(w0))
+    out = [(w, v)]
+    for _ in range(steps):
+        v = HEAVY_BALL * v + A.T @ (A @ w - b)
+        w = w - lr * v
+        out.append((w, v))
+    return out
+
+
+def _train_case(p: Plan, cid: str, label: str, K: int, shards: list[np.ndarray], w0: np.ndarray, steps: int,
+                lr: float, ckpt: str, every: int, data: dict, faults: dict | None = None) -> None:
+    case = Case(id=cid, fn="train_resumable", label=label, world_size=K, timeout=10, faults=faults or {},
+                data=data)
+    for r, s in enumerate(shards):
+        p.inputs[f"{cid}/data/{r}"] = s
+    p.inputs[f"{cid}/w0"] = w0
+    case.args = [{"key": f"{cid}/data", "per_rank": True}, {"key": f"{cid}/w0"}, {"value": steps},
+                 {"value": lr}, {"value": ckpt}, {"value": every}]
+    p.cases.append(case)
+
+
+def plan(rng: np.random.Generator) -> Plan:
+    p = Plan()
+    for i, (K, n, d, steps, every, crank, cstep, dt) in enumerate(RUNS):
+        X = rng.standard_normal((n, d))
+        y = X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n)
+        lr = float(0.5 / np.linalg.eigvalsh(X.T @ X).max())
+        full = np.column_stack([X, y]).astype(dt)
+        shards = [s.copy() for s in np.array_split(full, K)]
+        w0 = (0.1 * rng.standard_normal(d)).astype(dt)
+        data = {"K": K, "d": d, "steps": steps, "every": every, "dtype": dt, "ref": trajectory(shards, w0, lr, steps),
+                "crash_step": cstep}
+        what = f"K={K}, {n} rows, d={d}, {steps} steps, every={every}, {dt}"
+        _train_case(p, f"t{i}", f"{what}, no crash", K, shards, w0, steps, lr, f"ckpt/t{i}", every, data)
+        if crank is None:
+            continue
+        when = f"{what}, rank {crank} crashes in step {cstep}"
+        crash = {"crash": {str(crank): 2 * (K - 1) * cstep}}  # ring allreduce: 2(K-1) sends per step
+        _train_case(p, f"c{i}", when, K, shards, w0, steps, lr, f"ckpt/r{i}", every, data, crash)
+        p.cases.append(Case(id=f"a{i}", fn="inspect_checkpoints", label=f"{when}: the folder after the crash",
+                            mode="call", args=[{"value": f"ckpt/r{i}"}, {"value": d}], timeout=5, data=data))
+        _train_case(p, f"r{i}", f"{when}, then restarted", K, shards, w0, steps, lr, f"ckpt/r{i}", every, data)
+    old = {"step": 4, "params": rng.standard_normal(ATOMIC_D).tolist(), "velocity": rng.standard_normal(ATOMIC_D).tolist()}
+    new = {"step": 9, "params": [0.5] * ATOMIC_D, "unwritable": [[0.0], [0.0, 1.0]], "velocity": [0.25] * ATOMIC_D}
+    path = f"{ATOMIC_DIR}/ckpt-00000004.npz"
+    p.cases.append(Case(id="s0", fn="save_checkpoint", label="a first save", mode="call",
+                        args=[{"value": path}, {"value": old}], timeout=5))
+    p.cases.append(Case(id="s1", fn="save_checkpoint", label="a save over it that fails half-way", mode="call",
+                        args=[{"value": path}, {"value": new}], timeout=5))
+    p.cases.append(Case(id="s2", fn="inspect_checkpoints", mode="call", timeout=5, data={"old": old, "new": new},
+                        label="a save over an existing checkpoint is cut off half-way",
+                        args=[{"value": ATOMIC_DIR}, {"value": ATOMIC_D}]))
+    return p
+
+
+def _final(res: CaseResult, what: str) -> None:
+    dt, d = res.case.data["dtype"], res.case.data["d"]
+    rtol, atol = TOL[dt]
+    want = res.case.data["ref"][-1][0]
+    for r in range(res.case.world_size):
+        close(res.value(r, what, dtype=dt, shape=(d,)), want, rtol, atol, f"rank {r}'s {what}")
+
+
+def trained(res: CaseResult):
+    _final(res, "final params")
+    return 1.0, ""
+
+
+def resumed(res: CaseResult):
+    _final(res, "final params after the restart")
+    K, steps, every, c = (res.case.data[k] for k in ("K", "steps", "every", "crash_step"))
+    per_step = 2 * (K - 1)
+    sent = res.stats(0)["messages_sent"]
+    if sent % per_step:
+        raise Fail(f"rank 0 sent {sent} messages in the restarted run, not a multiple of the {per_step} that one "
+                   f"allreduce_sum takes at K={K}: call allreduce_sum exactly once per step and send nothing else")
+    start = steps - sent // per_step
+    if start > c:
+        raise Fail(f"the restart ran only {steps - start} steps, as if it resumed from step {start}; only {c} steps "
+                   f"had finished before the crash")
+    if c - start > every:
+        raise Fail(f"the restart redid {c - start} steps (it resumed from step {start}); with a checkpoint every "
+                   f"{every} steps it should redo at most {every}: resume from the newest checkpoint")
+    return 1.0, ""
+
+
+def _table(res: CaseResult, d: int, folder: str, hint: str) -> np.ndarray:
+    t = res.value(0, "checkpoint table", dtype="float64")
+    if t.ndim != 2 or t.shape[1] != 2 + 2 * d:
+        raise Fail("inspect_checkpoints() returned a table of the wrong shape: restore the given function")
+    if len(t) == 1 and t[0, 0] == -1:
+        raise Fail(f"there is no folder {folder}: {hint} (or it still raises NotImplementedError)")
+    torn = [i for i in range(len(t)) if t[i, 0] != 1]
+    if torn:
+        raise Fail(f"{len(torn)} of the {len(t)} checkpoint files in {folder} do not load (torn or incomplete): "
+                   f"write a temporary file in the same folder, then os.replace it over the checkpoint")
+    return t
+
+
+def intact(res: CaseResult):
+    d, every, c, dt = (res.case.data[k] for k in ("d", "every", "crash_step", "dtype"))
+    folder = res.case.args[0]["value"]
+    t = _table(res, d, folder, "train_resumable() must create ckpt_dir before training")
+    rtol, atol = TOL[dt]
+    ref = res.case.data["ref"]
+    for row in t:
+        step = int(row[1]) if np.isfinite(row[1]) else -1
+        if step % every or not 0 < step <= c:
+            raise Fail(f"a checkpoint holds step {row[1]:g}; after a crash in step {c} only steps {every}, "
+                       f"{2 * every}, ... up to {c} may have been saved")
+        close(row[2:2 + d], ref[step][0], rtol, atol, f"params in the checkpoint of step {step}")
+        close(row[2 + d:], ref[step][1], rtol, atol, f"velocity in the checkpoint of step {step}")
+    newest = max((int(row[1]) for row in t), default=0)
+    if newest != c // every * every:
+        raise Fail(f"the newest checkpoint is of step {newest}, but {c} steps had finished before the crash: "
+                   f"rank 0 saves after every step that is a multiple of every={every}")
+    return 1.0, ""
+
+
+def atomic(res: CaseResult):
+    t = _table(res, ATOMIC_D, ATOMIC_DIR, "save_checkpoint() must create the folder of its path")
+    if len(t) == 0:
+        raise Fail("the checkpoint of the first save is gone: a save that fails must leave the old file in place "
+                   "(and the first save must accept lists and numbers as values)")
+    if len(t) > 1:
+        raise Fail(f"the folder holds {len(t)} checkpoint files after two saves to one path; name temporary files "
+                   f"differently from checkpoints (e.g. '.tmp-...')")
+    row = t[0]
+    for name in ("old", "new"):
+        st = res.case.data[name]
+        want = np.concatenate([[1.0, st["step"]], st["params"], st["velocity"]])
+        if np.allclose(row, want, rtol=1e-12, atol=0):
+            return 1.0, ""
+    raise Fail("the checkpoint holds neither the old state nor the new one: a save must write the state it is given")
+
+
+TESTS = [
+    Test("train", "trains without a crash like one machine (K = 1, 2, 3, 5, 8)",
+         select=lambda c: c.id.startswith("t"), check=trained),
+    Test("resume", "a restart after an injected crash ends like the uninterrupted run, redoing at most `every` steps",
+         select=lambda c: c.id.startswith("r"), check=resumed),
+    Test("intact", "after a crash every checkpoint loads and holds the state of its step",
+         select=lambda c: c.id.startswith("a"), check=intact),
+    Test("atomic", "a save cut off half-way leaves the previous checkpoint intact",
+         select=lambda c: c.id == "s2", check=atomic),
+]

@@ -1,0 +1,185 @@
+"""Lab 21: an ASHA scheduler that promotes the right trials."""
+from __future__ import annotations
+
+import numpy as np
+
+from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test
+
+NAMES = {0: "continue", 1: "promote", 2: "stop"}
+
+
+class Reference:
+    """The grader's ASHA (same rule as scaleoutai.parallel.hpo.ASHA, trials without configs)."""
+
+    def __init__(self, eta: int, lo: float, hi: float, max_trials: int):
+        self.eta, self.cap, self.r = eta, max_trials, [float(lo)]
+        while self.r[-1] * eta <= hi * (1 + 1e-12):
+            self.r.append(self.r[-1] * eta)
+        self.seen: list[dict[int, float]] = [dict() for _ in self.r]
+        self.done: list[set[int]] = [set() for _ in self.r]
+        self.n = 0
+
+    def ready(self, k: int) -> list[int]:
+        ranked = sorted(self.seen[k].items(), key=lambda kv: (-kv[1], kv[0]))
+        return [t for t, _ in ranked[:len(ranked) // self.eta] if t not in self.done[k]]
+
+    def result(self, trial: int, k: int, score: float) -> int:
+        self.seen[k][trial] = score
+        return 2 if k + 1 == len(self.r) else int(trial in self.ready(k))
+
+    def job(self) -> tuple[int, int] | None:
+        for k in range(len(self.r) - 2, -1, -1):
+            cand = self.ready(k)
+            if cand:
+                self.done[k].add(cand[0])
+                return cand[0], k + 1
+        if self.n == self.cap:
+            return None
+        self.n += 1
+        return self.n - 1, 0
+
+    def best(self) -> tuple[int, float]:
+        k = max(i for i, s in enumerate(self.seen) if s)
+        return min(self.seen[k].items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def simulate(sched: Reference, workers: int, score, tpu: float, duration=None):
+    """The asynchronous loop: free workers (lowest first) take jobs; the earliest finish (ties: lower
+    worker) reports next. Returns events [(kind, trial, rung, score)], jobs per worker, best."""
+    events, now, busy, idle, jobs = [], 0.0, {}, list(range(1, workers + 1)), [0] * (workers + 1)
+    while True:
+        while idle:
+            job = sched.job()
+            events.append((1, -1, -1, 0.0))
+            if job is None:
+                break
+            w = idle.pop(0)
+            t, k = job
+            span = duration(t, k) if duration else tpu * (sched.r[k] - (sched.r[k - 1] if k else 0.0))
+            busy[w] = (now + span, t, k)
+        if not busy:
+            return events, jobs[1:], sched.best()
+        w = min(busy, key=lambda q: (busy[q][0], q))
+        now, t, k = busy.pop(w)
+        jobs[w] += 1
+        s = score(t, k)
+        events.append((0, t, k, s))
+        sched.result(t, k, s)
+        idle = sorted(idle + [w])
+
+
+# hand-built sequences: (eta, min, max, max_trials, events)
+HAND = [
+    ("eta=3, rungs 1-3-9, the textbook example",
+     (3, 1, 9, 6, [(1, 0, 0, 0), (1, 0, 0, 0), (1, 0, 0, 0), (0, 0, 0, .5), (0, 1, 0, .9), (0, 2, 0, .7), (1, 0, 0, 0),
+                   (1, 0, 0, 0), (0, 1, 1, .95), (0, 3, 0, .99), (1, 0, 0, 0), (0, 3, 1, .2), (1, 0, 0, 0),
+                   (0, 4, 0, .1), (1, 0, 0, 0), (0, 5, 0, .8), (1, 0, 0, 0), (1, 0, 0, 0)])),
+    ("eta=2, equal scores (ties go to the older trial)",
+     (2, 1, 4, 4, [(1, 0, 0, 0), (1, 0, 0, 0), (0, 1, 0, .5), (0, 0, 0, .5), (1, 0, 0, 0), (1, 0, 0, 0),
+                   (0, 2, 0, .5), (0, 0, 1, .4), (1, 0, 0, 0), (1, 0, 0, 0), (0, 3, 0, .5), (1, 0, 0, 0),
+                   (0, 1, 1, .4), (1, 0, 0, 0), (0, 0, 2, .1), (1, 0, 0, 0)])),
+    ("eta=4, a single promotion per four results",
+     (4, 2, 32, 9, [(1, 0, 0, 0)] * 4 + [(0, 3, 0, .1), (0, 2, 0, .2), (0, 1, 0, .3), (0, 0, 0, .4)]
+      + [(1, 0, 0, 0)] * 3 + [(0, 0, 1, .6), (0, 4, 0, .8)] + [(1, 0, 0, 0)] * 2)),
+]
+RANDOM = [(3, 1, 27, 30, 4), (2, 1, 8, 20, 3), (3, 1, 9, 12, 1), (4, 1, 16, 40, 6), (2, 2, 16, 16, 9)]
+# (K, eta, min, max, trials, time per unit)
+DRIVER = [(2, 3, 1, 9, 9, 1.0), (3, 2, 1, 8, 12, 0.5), (4, 3, 1, 27, 20, 0.1), (6, 2, 1, 4, 15, 1.0),
+          (9, 3, 1, 9, 5, 0.25)]
+
+
+def plan(rng: np.random.Generator) -> Plan:
+    p = Plan()
+    for i, (label, (eta, lo, hi, cap, raw)) in enumerate(HAND):
+        ev = np.array(raw, dtype=np.float64).reshape(-1, 4)
+        p.add(Case(id=f"h{i}", fn="replay", label=label, mode="call", timeout=5,
+                   args=[{"value": eta}, {"value": lo}, {"value": hi}, {"value": cap}], data={"cfg": (eta, lo, hi, cap)}),
+              shared={"events": ev})
+    for i, (eta, lo, hi, cap, workers) in enumerate(RANDOM):
+        grid = rng.integers(0, 6, size=(cap, 8)) / 5.0  # coarse scores: many ties
+        spans = rng.uniform(0.5, 2.0, size=(cap, 8))
+        ev, _, _ = simulate(Reference(eta, lo, hi, cap), workers, lambda t, k: float(grid[t, k]), 1.0,
+                            lambda t, k: float(spans[t, k]))
+        label = f"seeded random results, eta={eta}, resources {lo}..{hi}, {cap} trials, {workers} workers"
+        p.add(Case(id=f"q{i}", fn="replay", label=label, mode="call", timeout=5,
+                   args=[{"value": eta}, {"value": lo}, {"value": hi}, {"value": cap}], data={"cfg": (eta, lo, hi, cap)}),
+              shared={"events": np.array(ev, dtype=np.float64)})
+    for i, (K, eta, lo, hi, cap, tpu) in enumerate(DRIVER):
+        rungs = len(Reference(eta, lo, hi, cap).r)
+        quality = rng.uniform(0, 1, size=(cap, 1))
+        curves = quality - 0.5 ** np.arange(rungs)[None, :] + 0.05 * rng.standard_normal((cap, rungs))
+        case = Case(id=f"d{i}", fn="asha_search", label=f"K={K}, eta={eta}, resources {lo}..{hi}, {cap} trials",
+                    world_size=K, timeout=10, data={"cfg": (eta, lo, hi, cap), "tpu": tpu})
+        p.inputs[f"d{i}/curves"] = curves
+        case.args = [{"key": f"d{i}/curves"}, {"value": eta}, {"value": lo}, {"value": hi}, {"value": tpu}]
+        p.cases.append(case)
+    return p
+
+
+def _compare(res: CaseResult, want_kind: int):
+    ev = res.shared("events")
+    sched = Reference(*res.case.data["cfg"])
+    got = res.value(0, "replay table", shape=(len(ev), 3))
+    ok = total = 0
+    first = ""
+    for i, (kind, t, k, s) in enumerate(ev):
+        if int(kind) == 0:
+            want = (sched.result(int(t), int(k), float(s)), -1, -1)
+        else:
+            job = sched.job()
+            want = (-1, -1, -1) if job is None else (-1, *job)
+        if int(kind) != want_kind:
+            continue
+        total += 1
+        row = tuple(int(x) for x in got[i])
+        if row == want:
+            ok += 1
+        elif not first:
+            if want_kind == 0:
+                first = (f"event {i}: on_result(trial {int(t)}, rung {int(k)}, score {s:g}) returned "
+                         f"{NAMES.get(row[0], repr(row[0]))!r} but should return {NAMES[want[0]]!r}; "
+                         f"{len(sched.seen[int(k)])} results are in at rung {int(k)}")
+            else:
+                say = lambda r: "None" if r[1] < 0 else f"(trial {r[1]}, rung {r[2]})"  # noqa: E731
+                first = (f"event {i}: next_job() returned {say(row)} but should return {say(want)} "
+                         f"(highest rung first, best promotable trial first, then a new trial, then None)")
+    if ok < total:
+        raise Fail(f"{ok} of {total} {'decisions' if want_kind == 0 else 'jobs'} right; first wrong one: {first}")
+    return 1.0, ""
+
+
+def decisions(res: CaseResult):
+    return _compare(res, 0)
+
+
+def jobs(res: CaseResult):
+    return _compare(res, 1)
+
+
+def driver(res: CaseResult):
+    eta, lo, hi, cap = res.case.data["cfg"]
+    curves, K = res.shared("curves"), res.case.world_size
+    _, per_worker, (bt, bs) = simulate(Reference(eta, lo, hi, cap), K - 1, lambda t, k: float(curves[t, k]),
+                                       res.case.data["tpu"])
+    got = res.value(0, "[best trial, best score]", shape=(2,))
+    if int(got[0]) != bt or not np.isclose(got[1], bs, rtol=0, atol=1e-12):
+        raise Fail(f"rank 0 reports trial {int(got[0])} with score {got[1]:.4g}, not the best trial of the ASHA "
+                   f"schedule: receive from the worker whose job ends first, and hand jobs to idle workers lowest rank first")
+    for w in range(1, K):
+        n = res.value(w, "job count", array_only=False)  # a 0-d value comes back with shape (1,)
+        if n.size != 1:
+            raise Fail(f"worker {w} returned {n.size} numbers; return the number of jobs it ran")
+        if int(n.reshape(-1)[0]) != per_worker[w - 1]:
+            raise Fail(f"worker {w} ran {int(n.reshape(-1)[0])} jobs, not the number the asynchronous schedule gives it: a worker "
+                       f"takes a new job as soon as its result is in (ties in finish time: the lower rank first)")
+    return 1.0, ""
+
+
+TESTS = [
+    Test("decisions", "on_result promotes exactly the top floor(n/eta) at each rung (hand-built and random results)",
+         select=lambda c: c.fn == "replay", check=decisions),
+    Test("jobs", "next_job promotes from the highest rung first, then starts new trials",
+         select=lambda c: c.fn == "replay", check=jobs),
+    Test("driver", "asha_search on the simulator finds the reference's best trial with the same schedule (K = 2..9)",
+         select=lambda c: c.fn == "asha_search", check=driver),
+]

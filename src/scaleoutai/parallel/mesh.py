@@ -1,0 +1,393 @@
+"""Chapter 19: foundation-model training: a (dp, tp, pp) device mesh, its memory and traffic, scaling laws.
+
+Mesh: P = dp * tp * pp ranks; rank = (p * dp + d) * tp + t, so the tp group is the fastest-varying
+(consecutive ranks: one node's NVLink domain), then dp, then pp (Megatron-LM's order). ``SubComm``
+presents one group along an axis as a communicator of its own (rank = index in the group), so every
+Chapter 4 collective and Chapter 15-16 function runs on a mesh sub-group unchanged. Two distinct ranks
+share at most one axis group, so the per-pair FIFO order of the underlying links cannot mix groups.
+
+Composed step (``train_mesh``): the model is a stack of L pre-LN transformer blocks (``model.block_*``).
+Pipeline stage p owns ``pipeline.split_layers(L, pp)[p]``; within a stage every block is split
+Megatron-style over the tp group (``tensor.tp_block_*``: 2 all-reduces forward, 2 backward); dp replica
+d trains on ``np.array_split(X, dp)[d]`` cut into m micro-batches (GPipe or 1F1B order), and the
+gradient shards are summed over the dp group by ``ddp.bucketed_ddp_step``.
+
+Memory (bytes per device, Psi parameters, mixed-precision Adam: 2 Psi + 2 Psi + 12 Psi):
+    params 2 Psi / (tp pp) [/ dp at ZeRO-3], grads 2 Psi / (tp pp) [/ dp at ZeRO >= 2],
+    optimizer 12 Psi / (tp pp) [/ dp at ZeRO >= 1],
+    activations per layer (Korthikanti et al. 2022, 16-bit, no recompute):
+        s b h (34 + 5 a s / h) / tp                  with sequence parallelism
+        s b h (10 + 24 / tp + 5 a s / (h tp))        without it;      2 s b h [/ tp] with full recompute;
+    selective recomputation (or FlashAttention) drops the 5 a s / h term of the attention scores,
+    times L / pp layers times the micro-batches in flight on stage 0 (1F1B: pp of them).
+Traffic (bytes sent per device per step): DP ring all-reduce 2 (dp-1)/dp * 2 Psi / (tp pp); TP
+4 all-reduces per layer per micro-batch of s b h * 2 bytes, each 2 (tp-1)/tp of it; PP one activation
+forward and one gradient backward per micro-batch, s b h * 2 bytes each (an interior stage).
+Scaling laws (Hoffmann et al. 2022): L(N, D) = E + A / N^alpha + B / D^beta, compute C = 6 N D, and
+MFU = 6 N * tokens/s / peak FLOP/s (H100 SXM dense bf16: 989 TFLOP/s).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import cluster
+from ..cluster.core import RankStats
+from . import model as M
+from .ddp import bucketed_ddp_step, train_single
+from .pipeline import SCHEDULES, split_layers
+from .tensor import gather_block, shard_block, tp_block_backward, tp_block_forward
+
+__all__ = ["AXES", "DeviceMesh", "SubComm", "stack_init", "layer_params", "stack_mse", "train_reference",
+           "train_mesh", "MeshResult", "run_mesh", "memory_per_device", "comm_per_step", "CHINCHILLA",
+           "H100_BF16_PEAK", "chinchilla_loss", "compute_optimal", "compute_optimal_closed_form",
+           "training_flops", "mfu"]
+
+AXES = ("dp", "tp", "pp")
+H100_BF16_PEAK = 989e12  # FLOP/s, dense bf16, H100 SXM
+CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+
+
+# --- the mesh and its sub-group communicators -----------------------------------------------------
+
+class DeviceMesh:
+    """P = dp * tp * pp ranks; rank = (p * dp + d) * tp + t; groups along one axis vary only that coordinate."""
+
+    def __init__(self, dp: int, tp: int, pp: int):
+        for name, v in (("dp", dp), ("tp", tp), ("pp", pp)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"DeviceMesh needs integer degrees >= 1, got {name}={v!r}")
+        self.dp, self.tp, self.pp = int(dp), int(tp), int(pp)
+        self.shape = {"dp": self.dp, "tp": self.tp, "pp": self.pp}
+        self.size = self.dp * self.tp * self.pp
+
+    def __repr__(self) -> str:
+        return f"DeviceMesh(dp={self.dp}, tp={self.tp}, pp={self.pp})"
+
+    def coords(self, rank: int) -> tuple[int, int, int]:
+        """(d, t, p) of a global rank."""
+        if not 0 <= rank < self.size:
+            raise ValueError(f"rank {rank} is not in the mesh: ranks are 0..{self.size - 1}")
+        t, rest = rank % self.tp, rank // self.tp
+        return rest % self.dp, t, rest // self.dp
+
+    def rank(self, d: int, t: int, p: int) -> int:
+        """Inverse of ``coords``."""
+        if not (0 <= d < self.dp and 0 <= t < self.tp and 0 <= p < self.pp):
+            raise ValueError(f"coordinates (d={d}, t={t}, p={p}) are outside {self!r}")
+        return (p * self.dp + d) * self.tp + t
+
+    def group(self, rank: int, axis: str) -> list[int]:
+        """Global ranks that share every coordinate of ``rank`` except ``axis``, ordered by that coordinate."""
+        if axis not in AXES:
+            raise ValueError(f"axis={axis!r} is unknown: choose one of {AXES}")
+        c = dict(zip(AXES, self.coords(rank)))
+        out = []
+        for i in range(self.shape[axis]):
+            c[axis] = i
+            out.append(self.rank(c["dp"], c["tp"], c["pp"]))
+        return out
+
+    def groups(self, axis: str) -> list[list[int]]:
+        """All groups along ``axis`` (each rank in exactly one), sorted by their first rank."""
+        return [list(g) for g in sorted({tuple(self.group(r, axis)) for r in range(self.size)})]
+
+
+class SubComm:
+    """A sub-group of ``comm``'s ranks as a communicator: rank = index in ``ranks``, size = len(ranks).
+
+    send/recv translate group ranks to global ones; ``barrier`` is a gather-release over messages among
+    the group only; ``stats`` counts this group's traffic (the parent's stats count everything).
+    """
+
+    def __init__(self, comm: Any, ranks: Sequence[int]):
+        ranks = [int(r) for r in ranks]
+        if len(set(ranks)) != len(ranks) or not all(0 <= r < comm.size for r in ranks):
+            raise ValueError(f"SubComm ranks must be distinct ranks of 0..{comm.size - 1}, got {ranks}")
+        if comm.rank not in ranks:
+            raise ValueError(f"rank {comm.rank} is not in the group {ranks}: only its members may build it")
+        self.parent, self.ranks = comm, ranks
+        self.rank, self.size = ranks.index(comm.rank), len(ranks)
+        self.stats = RankStats()
+
+    def __repr__(self) -> str:
+        return f"<SubComm rank={self.rank} size={self.size} of global {self.ranks}>"
+
+    def _peer(self, r: int, what: str) -> int:
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r < self.size:
+            raise ValueError(f"{what}={r!r} is not a group rank: choose 0..{self.size - 1}")
+        return self.ranks[int(r)]
+
+    def send(self, array: np.ndarray, dst: int) -> None:
+        self.parent.send(array, self._peer(dst, "dst"))
+        self.stats.messages_sent += 1
+        self.stats.bytes_sent += np.asarray(array).nbytes
+
+    def recv(self, src: int) -> np.ndarray:
+        out = self.parent.recv(self._peer(src, "src"))
+        self.stats.messages_received += 1
+        self.stats.bytes_received += out.nbytes
+        return out
+
+    def barrier(self) -> None:
+        """Every member sends a token to group rank 0, which answers each once all have arrived."""
+        token = np.zeros(0, np.uint8)
+        if self.rank == 0:
+            for r in range(1, self.size):
+                self.recv(r)
+            for r in range(1, self.size):
+                self.send(token, r)
+        else:
+            self.send(token, 0)
+            self.recv(0)
+
+    def compute(self, seconds: float) -> None:
+        self.parent.compute(seconds)
+
+
+# --- the model: a stack of transformer blocks in one Params dict ----------------------------------
+
+def stack_init(n_layers: int, d_model: int, n_heads: int, d_ff: int, seed: int = 0, dtype: Any = np.float64
+               ) -> M.Params:
+    """Keys "l.name" for layer l of L ``model.block_init`` blocks (seed + l)."""
+    if n_layers < 1:
+        raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+    return {f"{l}.{k}": v for l in range(n_layers)
+            for k, v in M.block_init(d_model, n_heads, d_ff, seed + l, dtype).items()}
+
+
+def layer_params(params: M.Params, l: int) -> M.Params:
+    """The block parameters of layer l, keys without the "l." prefix."""
+    pre = f"{l}."
+    return {k[len(pre):]: v for k, v in params.items() if k.startswith(pre)}
+
+
+def _n_stack(params: M.Params) -> int:
+    return 1 + max(int(k.split(".", 1)[0]) for k in params)
+
+
+def stack_mse(params: M.Params, x: np.ndarray, y: np.ndarray, n_heads: int) -> tuple[float, M.Params]:
+    """Single-device loss-and-gradient: MSE of the L chained ``block_forward`` calls."""
+    L, h, caches = _n_stack(params), x, []
+    for l in range(L):
+        h, c = M.block_forward(layer_params(params, l), h, n_heads)
+        caches.append(c)
+    loss, d = M.mse_loss(h, y)
+    grads = {}
+    for l in reversed(range(L)):
+        d, g = M.block_backward(layer_params(params, l), caches[l], d, n_heads)
+        grads.update({f"{l}.{k}": v for k, v in g.items()})
+    return loss, grads
+
+
+def train_reference(data: Sequence[tuple[np.ndarray, np.ndarray]], params0: M.Params, steps: int, lr: float,
+                    n_heads: int, optimizer: str = "sgd") -> tuple[M.Params, list[float]]:
+    """The single-device reference for ``train_mesh`` (``ddp.train_single`` with ``stack_mse``)."""
+    return train_single(data, params0, steps, lr, optimizer, loss_grad=lambda p, x, y: stack_mse(p, x, y, n_heads))
+
+
+# --- the composed DP x TP x PP training step -------------------------------------------------------
+
+def _stage(comm: dict[str, SubComm], shards: dict[int, M.Params], mb: list, B: int, n_heads: int,
+           schedule: str, compute: tuple[float, float]) -> tuple[float, M.Params]:
+    tp, pp = comm["tp"], comm["pp"]
+    s, P, m = pp.rank, pp.size, len(mb)
+    layers = sorted(shards)
+    stash: dict[int, Any] = {}
+    loss, grads = 0.0, {}
+    for kind, i in SCHEDULES[schedule](P, m, s):
+        if kind == "F":
+            h = mb[i][0] if s == 0 else pp.recv(s - 1)
+            caches = []
+            for l in layers:
+                h, c = tp_block_forward(tp, shards[l], h, n_heads)
+                caches.append(c)
+                tp.compute(compute[0])
+            dy = None
+            if s == P - 1:
+                li, dy = M.mse_loss(h, mb[i][1])
+                w = len(mb[i][0]) / B  # micro-batch mean -> global-batch mean
+                loss, dy = loss + w * li, dy * w
+            else:
+                pp.send(h, s + 1)
+            stash[i] = (caches, dy)
+        else:
+            caches, dy = stash.pop(i)
+            if s < P - 1:
+                dy = pp.recv(s + 1)
+            for l, c in zip(reversed(layers), reversed(caches)):
+                dy, g = tp_block_backward(tp, shards[l], c, dy)
+                tp.compute(compute[1])
+                for k, v in g.items():
+                    key = f"{l}.{k}"
+                    grads[key] = grads[key] + v if key in grads else v
+            if s > 0:
+                pp.send(dy, s - 1)
+    return loss, grads
+
+
+def train_mesh(comm: Any, mesh: DeviceMesh, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: M.Params,
+               steps: int, lr: float, n_heads: int, micro_batches: int = 1, schedule: str = "1f1b",
+               optimizer: str = "sgd", bucket_bytes: int = 1 << 20, compute: tuple[float, float] = (0.0, 0.0)
+               ) -> dict[str, Any]:
+    """Rank ``comm.rank`` of a DP x TP x PP run of ``steps`` steps on global batches ``data[s % len(data)]``.
+
+    Returns {"layers": {l: full block params (gathered over tp)}, "losses": loss shares (nonzero on the
+    last stage), "bytes": {axis or "total": bytes sent during training}, "held": bytes of params/grads/optimizer}.
+    """
+    if comm.size != mesh.size:
+        raise ValueError(f"{mesh!r} needs {mesh.size} ranks, the run has {comm.size}")
+    if optimizer not in ("sgd", "adam") or schedule not in SCHEDULES:
+        raise ValueError(f"optimizer must be 'sgd' or 'adam' and schedule one of {sorted(SCHEDULES)}, "
+                         f"got {optimizer!r}, {schedule!r}")
+    sub = {a: SubComm(comm, mesh.group(comm.rank, a)) for a in AXES}
+    d, t, p = mesh.coords(comm.rank)
+    mine = split_layers(_n_stack(params0), mesh.pp)[p]
+    shards = {l: shard_block(layer_params(params0, l), n_heads, mesh.tp, t) for l in mine}
+    flat = {f"{l}.{k}": v for l in mine for k, v in shards[l].items()}  # views into shards: updated in place
+    state = M.adam_init(flat) if optimizer == "adam" else None
+    losses, grads = [], {}
+    for s in range(steps):
+        X, Y = data[s % len(data)]
+        x, y = np.array_split(X, mesh.dp)[d], np.array_split(Y, mesh.dp)[d]
+        if len(x) < micro_batches:
+            raise ValueError(f"dp replica {d} has {len(x)} samples for {micro_batches} micro-batches: "
+                             f"use a global batch >= dp * micro_batches")
+        mb = list(zip(np.array_split(x, micro_batches), np.array_split(y, micro_batches)))
+        loss, g = _stage(sub, shards, mb, len(X), n_heads, schedule, compute)
+        grads = bucketed_ddp_step(sub["dp"], {k: g[k] for k in flat}, bucket_bytes)
+        if state is None:
+            M.sgd_step(flat, grads, lr)
+        else:
+            M.adam_step(flat, grads, state, lr)
+        losses.append(loss)
+    sent = {a: sub[a].stats.bytes_sent for a in AXES}
+    sent["total"] = comm.stats.bytes_sent  # everything this rank sent so far, whichever group it was for
+    held = {"params": sum(v.nbytes for v in flat.values()), "grads": sum(v.nbytes for v in grads.values()),
+            "optimizer": 0 if state is None else sum(v.nbytes for k in "mv" for v in state[k].values())}
+    return {"layers": {l: gather_block(sub["tp"], shards[l]) for l in mine}, "losses": losses, "bytes": sent,
+            "held": held, "coords": (d, t, p)}
+
+
+@dataclass
+class MeshResult:
+    """A finished mesh run: the full parameters, global losses per step and the per-rank outputs."""
+
+    mesh: DeviceMesh
+    params: M.Params
+    losses: list[float]
+    values: list[dict[str, Any]]
+    run: Any = field(default=None, repr=False)
+
+
+def run_mesh(mesh: DeviceMesh, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: M.Params, steps: int,
+             lr: float, n_heads: int, network: cluster.Network | None = None, timeout: float = 120.0,
+             **kwargs: Any) -> MeshResult:
+    """``cluster.run(train_mesh, mesh.size)`` on the simulator; merges the stages' layers and the dp losses."""
+    res = cluster.run(train_mesh, mesh.size, args=(mesh, data, params0, steps, lr, n_heads), kwargs=kwargs,
+                      network=network, timeout=timeout)
+    params: M.Params = {}
+    for v in res.values:
+        if v["coords"][:2] == (0, 0):
+            params.update({f"{l}.{k}": a for l, blk in v["layers"].items() for k, a in blk.items()})
+    last = [v["losses"] for v in res.values if v["coords"][1:] == (0, mesh.pp - 1)]
+    return MeshResult(mesh, params, [float(v) for v in np.sum(last, axis=0)] if steps else [], res.values, res)
+
+
+# --- models of memory and traffic per device -------------------------------------------------------
+
+def memory_per_device(psi: float, layers: int, hidden: int, seq: int, batch: int, heads: int, dp: int = 1,
+                      tp: int = 1, pp: int = 1, zero_stage: int = 0,
+                      bytes_per: tuple[float, float, float] = (2, 2, 12), sequence_parallel: bool = True,
+                      recompute: str = "none", in_flight: int | None = None) -> dict[str, float]:
+    """Bytes on the busiest device (pipeline stage 0): params, grads, optimizer, activations, total.
+
+    ``batch`` is the micro-batch size b; ``in_flight`` the micro-batches stage 0 stashes (default pp, 1F1B).
+    ``recompute``: "none"; "selective" drops the 5 a s / h attention-score term (recomputed, or never
+    stored by FlashAttention); "full" keeps only each layer's 2 s b h input.
+    """
+    if zero_stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
+    if recompute not in ("none", "selective", "full"):
+        raise ValueError(f"recompute must be 'none', 'selective' or 'full', got {recompute!r}")
+    if min(dp, tp, pp, layers, hidden, seq, batch, heads) < 1 or psi < 0:
+        raise ValueError("memory_per_device needs psi >= 0 and positive sizes and degrees")
+    shard = psi / (tp * pp)
+    p, g, o = bytes_per
+    out = {"params": p * shard / (dp if zero_stage >= 3 else 1), "grads": g * shard / (dp if zero_stage >= 2 else 1),
+           "optimizer": o * shard / (dp if zero_stage >= 1 else 1)}
+    sbh = seq * batch * hidden
+    scores = 0.0 if recompute == "selective" else 5 * heads * seq / hidden
+    if recompute == "full":
+        per_layer = 2 * sbh / (tp if sequence_parallel else 1)
+    elif sequence_parallel:
+        per_layer = sbh * (34 + scores) / tp
+    else:
+        per_layer = sbh * (10 + 24 / tp + scores / tp)
+    out["activations"] = per_layer * (layers / pp) * (pp if in_flight is None else in_flight)
+    out["total"] = sum(out.values())
+    return out
+
+
+def comm_per_step(psi: float, layers: int, hidden: int, seq: int, batch: int, micro_batches: int = 1,
+                  dp: int = 1, tp: int = 1, pp: int = 1, grad_bytes: float = 2, act_bytes: float = 2
+                  ) -> dict[str, float]:
+    """Bytes one device sends per step along each axis (ring all-reduces; an interior pipeline stage)."""
+    act = batch * seq * hidden * act_bytes
+    out = {"dp": 2 * (dp - 1) / dp * grad_bytes * psi / (tp * pp),
+           "tp": 4 * (layers / pp) * micro_batches * 2 * (tp - 1) / tp * act,
+           "pp": 2 * micro_batches * act if pp > 1 else 0.0}
+    out["total"] = sum(out.values())
+    return out
+
+
+# --- scaling laws and utilisation ------------------------------------------------------------------
+
+def chinchilla_loss(N: Any, D: Any, E: float = 1.69, A: float = 406.4, B: float = 410.7, alpha: float = 0.34,
+                    beta: float = 0.28) -> Any:
+    """L(N, D) = E + A / N^alpha + B / D^beta (Hoffmann et al. 2022, approach 3), in nats per token."""
+    return E + A / np.power(N, alpha) + B / np.power(D, beta)
+
+
+def training_flops(N: float, D: float) -> float:
+    """C = 6 N D: 2 N FLOPs per token forward, 4 N backward."""
+    return 6.0 * N * D
+
+
+def compute_optimal(C: float, iters: int = 200, **constants: float) -> tuple[float, float]:
+    """(N, D) minimising L(N, C / (6N)): golden-section search on log N (L is convex in log N)."""
+    if not C > 0:
+        raise ValueError(f"compute budget C must be positive FLOPs, got {C}")
+    f = lambda x: chinchilla_loss(math.exp(x), C / (6 * math.exp(x)), **constants)  # noqa: E731
+    lo, hi = 0.0, math.log(C / 6)  # N from 1 to C/6 (D = 1 token)
+    r = (math.sqrt(5) - 1) / 2
+    a, b = hi - r * (hi - lo), lo + r * (hi - lo)
+    fa, fb = f(a), f(b)
+    for _ in range(iters):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - r * (hi - lo)
+            fa = f(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + r * (hi - lo)
+            fb = f(b)
+    N = math.exp((lo + hi) / 2)
+    return N, C / (6 * N)
+
+
+def compute_optimal_closed_form(C: float, A: float = 406.4, B: float = 410.7, alpha: float = 0.34,
+                                beta: float = 0.28) -> tuple[float, float]:
+    """N* = G (C/6)^(beta/(alpha+beta)), D* = (C/6)^(alpha/(alpha+beta)) / G, G = (alpha A / (beta B))^(1/(alpha+beta))."""
+    G = (alpha * A / (beta * B)) ** (1 / (alpha + beta))
+    return G * (C / 6) ** (beta / (alpha + beta)), (C / 6) ** (alpha / (alpha + beta)) / G
+
+
+def mfu(tokens_per_s: float, N: float, peak_flops: float = H100_BF16_PEAK) -> float:
+    """Model FLOP utilisation: 6 N tokens/s / peak (recomputation not counted: that is HFU)."""
+    if not peak_flops > 0:
+        raise ValueError(f"peak_flops must be positive, got {peak_flops}")
+    return 6.0 * N * tokens_per_s / peak_flops
