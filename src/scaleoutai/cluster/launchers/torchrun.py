@@ -31,6 +31,9 @@ def run_torchrun(script: str, nodes: int, nproc_per_node: int, script_args: Sequ
     cmd = torchrun_command(script, nodes, nproc_per_node, endpoint, script_args, max_restarts,
                            run_id=f"scaleout-{endpoint.rsplit(':', 1)[1]}")
     # gloo must bind to an interface the other agents can reach: on one machine that is loopback.
-    envs = [{**env, "PYTHONUNBUFFERED": "1", "GLOO_SOCKET_IFNAME": env.get("GLOO_SOCKET_IFNAME", "lo")}] * nodes
+    # TORCH_DISABLE_SHARE_RDZV_TCP_STORE: after a restart the new group may otherwise read the old group's
+    # addresses and fail with "Gloo connectFullMesh failed ... Connection refused" (pytorch #135712).
+    envs = [{"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", **env, "PYTHONUNBUFFERED": "1",
+             "GLOO_SOCKET_IFNAME": env.get("GLOO_SOCKET_IFNAME", "lo")}] * nodes
     labels = [f"agent {i}" for i in range(nodes)] if nodes > 1 else ["torchrun"]
     return run_group([cmd] * nodes, envs, labels, timeout)
