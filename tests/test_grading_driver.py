@@ -40,9 +40,25 @@ def test_process_case_runs_on_two_forked_real_processes():
 def test_missing_function_and_a_stuck_call_are_named():
     meta, _, _ = run_case({}, {"id": "c", "fn": "g", "mode": "call", "args": []}, {}, 1)
     assert "no function named g()" in meta["error"]
-    ns: dict = {}
-    exec_cells([{"source": "def g():\n    while True:\n        pass", "skip": False}], ns)
-    meta, _, stuck = run_case(ns, {"id": "c", "fn": "g", "mode": "call", "args": []}, {}, 0.3)
+    # The stuck thread spins forever (in the sandbox its process is killed): run it in a forked child so
+    # it cannot hold this test process's GIL for the rest of the suite.
+    import multiprocessing
+
+    def stuck_call(queue) -> None:
+        ns: dict = {}
+        exec_cells([{"source": "def g():\n    while True:\n        pass", "skip": False}], ns)
+        meta, _, stuck = run_case(ns, {"id": "c", "fn": "g", "mode": "call", "args": []}, {}, 0.3)
+        queue.put((meta, stuck))
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=stuck_call, args=(queue,), daemon=True)
+    child.start()
+    try:
+        meta, stuck = queue.get(timeout=60)
+    finally:
+        child.kill()
+        child.join(10)
     assert stuck and "did not return within 0.3 s" in meta["error"]
 
 
