@@ -25,21 +25,6 @@ FORBIDDEN_MODULES = ("scaleoutai.parallel.ddp", "scaleoutai.parallel.zero", "sca
 FORBIDDEN_NAMES = ("train_ddp", "bucketed_ddp_step", "naive_ddp_step", "train_single", "all_reduce")
 
 
-def _args(p: Plan, case: Case, items: list[tuple[str, object]]) -> None:
-    """Arguments in call order: an array (shared), a list of arrays (one per rank), or ("=", JSON value)."""
-    for name, value in items:
-        if name == "=":
-            case.args.append({"value": value})
-        elif isinstance(value, list):
-            for r, arr in enumerate(value):
-                p.inputs[f"{case.id}/{name}/{r}"] = arr
-            case.args.append({"key": f"{case.id}/{name}", "per_rank": True})
-        else:
-            p.inputs[f"{case.id}/{name}"] = value
-            case.args.append({"key": f"{case.id}/{name}"})
-    p.cases.append(case)
-
-
 def plan(rng: np.random.Generator) -> Plan:
     p = Plan()
     for i, (K, sizes, bb, dt) in enumerate(ALLREDUCE):
@@ -49,7 +34,7 @@ def plan(rng: np.random.Generator) -> Plan:
                     label=f"bucketed_allreduce, K={K}, layers {sizes}, bucket_bytes={bb}, {dt}, simulator",
                     data={"names": names, "shapes": shapes, "bucket_bytes": bb, "dtype": dt, "kind": "allreduce"})
         flats = [(rng.standard_normal(sum(v.size for v in like.values())) * 10).astype(dt) for _ in range(K)]
-        _args(p, case, [("g", flats), ("=", names), ("=", shapes), ("=", bb)])
+        p.add_in_order(case, [("g", flats), ("=", names), ("=", shapes), ("=", bb)])
     for i, (K, B, sizes, steps, bb, dt, frozen, backend) in enumerate(TRAIN):
         params = mlp_init(sizes, seed=int(rng.integers(1 << 30)), dtype=dt)
         names, shapes = list(params), [list(v.shape) for v in params.values()]
@@ -65,7 +50,7 @@ def plan(rng: np.random.Generator) -> Plan:
                     data={"names": names, "shapes": shapes, "bucket_bytes": bb, "dtype": dt, "steps": steps,
                           "frozen": frozen, "kind": "train"})
         flat = np.concatenate([v.ravel() for v in params.values()])
-        _args(p, case, [("X", X), ("Y", Y), ("params", flat), ("=", names), ("=", shapes), ("=", steps),
+        p.add_in_order(case, [("X", X), ("Y", Y), ("params", flat), ("=", names), ("=", shapes), ("=", steps),
                         ("=", LR), ("=", bb), ("=", frozen)])
     return p
 

@@ -24,21 +24,6 @@ FORBIDDEN_NAMES = ("zero_step", "train_zero", "zero_full_params", "row_parallel_
                    "column_parallel_forward", "all_reduce")
 
 
-def _add(p: Plan, case: Case, items: list[tuple[str, object]]) -> None:
-    """Arguments in call order: an array (shared), a list of arrays (one per rank), or ("=", JSON value)."""
-    for name, value in items:
-        if name == "=":
-            case.args.append({"value": value})
-        elif isinstance(value, list):
-            for r, arr in enumerate(value):
-                p.inputs[f"{case.id}/{name}/{r}"] = arr
-            case.args.append({"key": f"{case.id}/{name}", "per_rank": True})
-        else:
-            p.inputs[f"{case.id}/{name}"] = value
-            case.args.append({"key": f"{case.id}/{name}"})
-    p.cases.append(case)
-
-
 def _where(backend: str) -> str:
     return "simulator" if backend == "sim" else "2 real processes"
 
@@ -51,7 +36,7 @@ def plan(rng: np.random.Generator) -> Plan:
                     timeout=20 if backend == "process" else 8, label=f"ZeRO-2, K={K}, Psi={psi}, {steps} steps, "
                     f"{dt}{more}, {_where(backend)}", data={"psi": psi, "steps": steps, "dtype": dt, "kind": "zero"})
         grads = [rng.standard_normal((steps, psi)).astype(dt) for _ in range(K)]
-        _add(p, case, [("p0", rng.standard_normal(psi).astype(dt)), ("grads", grads), ("=", LR)])
+        p.add_in_order(case, [("p0", rng.standard_normal(psi).astype(dt)), ("grads", grads), ("=", LR)])
     for i, (K, shape, d_ff, dt, backend) in enumerate(TP):
         d = shape[-1]
         more = ", more ranks than columns" if K > d_ff else ", uneven columns" if d_ff % K else ""
@@ -64,7 +49,7 @@ def plan(rng: np.random.Generator) -> Plan:
         W2 = (rng.standard_normal((d_ff, d)) / np.sqrt(d_ff)).astype(dt)
         b2 = (0.5 * rng.standard_normal(d)).astype(dt)
         cols = [c for c in np.array_split(np.arange(d_ff), K)]  # rank r's columns
-        _add(p, case, [("x", x), ("W1", [W1[:, c].copy() for c in cols]), ("b1", [b1[c].copy() for c in cols]),
+        p.add_in_order(case, [("x", x), ("W1", [W1[:, c].copy() for c in cols]), ("b1", [b1[c].copy() for c in cols]),
                        ("W2", [W2[c].copy() for c in cols]), ("b2", b2)])
         case.data["full"] = (W1, b1, W2)
     return p

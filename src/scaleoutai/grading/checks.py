@@ -54,6 +54,22 @@ class Plan:
         self.cases.append(case)
         return case
 
+    def add_in_order(self, case: Case, items: list[tuple[str, object]]) -> Case:
+        """Register a case whose arguments come in call order: ``(name, array)`` shared by every rank,
+        ``(name, [array per rank])``, or ``("=", json_value)`` passed as a plain value."""
+        for name, value in items:
+            if name == "=":
+                case.args.append({"value": value})
+            elif isinstance(value, list):
+                for r, arr in enumerate(value):
+                    self.inputs[f"{case.id}/{name}/{r}"] = arr
+                case.args.append({"key": f"{case.id}/{name}", "per_rank": True})
+            else:
+                self.inputs[f"{case.id}/{name}"] = value
+                case.args.append({"key": f"{case.id}/{name}"})
+        self.cases.append(case)
+        return case
+
     def shared(self, case: Case, name: str) -> np.ndarray:
         return self.inputs[f"{case.id}/{name}"]
 
