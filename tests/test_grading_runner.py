@@ -67,3 +67,18 @@ def test_rerun_skips_graded_work_force_regrades_and_a_killed_batch_loses_and_dup
     assert {r["submission"]: float(r["score"]) for r in rows} == {"s0": 100, "s1": 4, "s2": 100, "s3": 4}
     forced = grade_batch(lab, [subs / "s0.ipynb"], out, jobs=1, quiet=True, force=True)
     assert forced.graded == 1 and json.loads((out / "s0" / "results.json").read_text())["score"] == 100
+
+
+def test_sandbox_memory_cap_does_not_count_the_graders_own_address_space(tmp_path):
+    # A grader that has imported a lot (a notebook kernel, a long test run) can map several GB. The sandbox
+    # starts from a fresh zygote, so the student's --memory cap is theirs alone.
+    import numpy as np
+
+    reserved = np.empty(3 * 2**30, dtype=np.uint8)  # 3 GiB of address space, never touched
+    lab = find_lab("lab04", ROOT)
+    solution_notebook(lab, notebook(tmp_path / "subs" / "reference.ipynb"))
+    summary = grade_batch(lab, [tmp_path / "subs" / "reference.ipynb"], tmp_path / "out", jobs=1, quiet=True,
+                          limits=Limits(timeout=60, memory_mb=2048))
+    del reserved
+    assert summary.failed == 0
+    assert results(tmp_path / "out", "reference")["score"] == pytest.approx(100)

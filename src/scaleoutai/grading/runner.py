@@ -115,7 +115,7 @@ def grade_batch(lab: Lab, paths: list[Path], out: Path, jobs: int = 1, limits: L
         limits.hide.append(str(base))
         for uid in uids:  # leftovers of a batch that was killed halfway while holding this uid
             kill_uid(uid)
-    zygote = Zygote() if todo else None  # forked before the hidden tests are imported: nothing to find in memory
+    zygote = Zygote() if todo else None  # a fresh process, started before the hidden tests are imported
     try:
         if todo:
             from .engine import load_hidden

@@ -320,15 +320,14 @@ class Zygote:
     def __init__(self) -> None:
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:
-            os.close(req_w)
-            os.close(rep_r)
-            libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a killed grader takes its sandboxes along
-            try:
-                zygote_loop(req_r, rep_w)
-            finally:
-                os._exit(0)
+        import subprocess
+
+        # A fresh interpreter, not a fork of the grader: sandboxes inherit nothing of the caller (no hidden
+        # test in memory, no threads, and not a caller's multi-GB address space that RLIMIT_AS would count).
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)))
+        self._proc = subprocess.Popen([sys.executable, "-m", "scaleoutai.grading.sandbox", str(req_r), str(rep_w)],
+                                      pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, env=env)
+        self.pid = self._proc.pid
         os.close(req_r)
         os.close(rep_w)
         self._w = os.fdopen(req_w, "w", buffering=1)
@@ -354,5 +353,13 @@ class Zygote:
 
     def close(self) -> None:
         self._w.close()
-        os.waitpid(self.pid, 0)
+        self._proc.wait()
         os.close(self._r)
+
+
+if __name__ == "__main__":  # the zygote: python -m scaleoutai.grading.sandbox REQUEST_FD REPLY_FD
+    libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a killed grader takes its sandboxes along
+    try:
+        zygote_loop(int(sys.argv[1]), int(sys.argv[2]))
+    finally:
+        os._exit(0)
