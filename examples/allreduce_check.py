@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = err <= tol
     print(f"rank {comm.rank}/{comm.size} on {socket.gethostname()} pid {os.getpid()}: ring allreduce "
           f"{'==' if ok else '!='} torch all_reduce (n={args.length}, {args.dtype}, max err {err:.2e}, "
-          f"sent {comm.stats.bytes_sent} B in {comm.stats.messages_sent} msgs) {'OK' if ok else 'MISMATCH'}",
-          flush=True)
+          f"sent {comm.stats.bytes_sent} B in {comm.stats.messages_sent} msgs) {'OK' if ok else 'MISMATCH'}\n",
+          end="", flush=True)  # one write with its newline: ranks sharing an output file never splice lines
     comm.flush()
     dist.barrier()
     if owner:

@@ -29,7 +29,10 @@ import numpy as np
 
 def log(rank: int, attempt: int, event: str, step: int, **extra: object) -> None:
     more = "".join(f" {k}={v}" for k, v in extra.items())
-    print(f"drill rank={rank} attempt={attempt} event={event} step={step} t={time.time():.6f}{more}", flush=True)
+    # one write with its newline: both ranks share torchrun's stdout, and print() writes the text and the
+    # newline separately, so two ranks could splice their lines
+    print(f"drill rank={rank} attempt={attempt} event={event} step={step} t={time.time():.6f}{more}\n",
+          end="", flush=True)
 
 
 def make_batches(steps: int, batch: int, sizes: list[int], seed: int) -> list[tuple[np.ndarray, np.ndarray]]:

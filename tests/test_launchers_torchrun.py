@@ -35,7 +35,8 @@ def test_two_torchrun_agents_on_loopback_run_one_script_as_one_world(capsys):
 @pytest.mark.timeout(180)
 def test_a_failing_rank_under_torchrun_gives_a_nonzero_status(tmp_path, capsys):
     s = tmp_path / "fail.py"
-    s.write_text("import os, sys\nprint('rank', os.environ['RANK'], flush=True)\n"
+    # one write per line: two ranks printing to the same pipe must not splice their lines
+    s.write_text("import os, sys\nsys.stdout.write('rank ' + os.environ['RANK'] + '\\n'); sys.stdout.flush()\n"
                  "sys.exit(3 if os.environ['RANK'] == '1' else 0)\n")
     rc = run_script(str(s), scale="torchrun", workers=2, timeout=150)
     assert rc != 0

@@ -27,12 +27,14 @@ class NotebookError(ValueError):
 
 
 def find_repo_root(start: Path | None = None) -> Path:
-    """The nearest folder at or above ``start`` (default: cwd) holding a pyproject.toml, else ``start``."""
+    """The nearest folder at or above ``start`` (default: cwd) holding a pyproject.toml; failing that, the
+    course checkout this package runs from (an executed copy of a notebook may live in a temp folder)."""
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "pyproject.toml").is_file():
             return folder
-    return here
+    checkout = Path(__file__).resolve().parents[3]  # src/scaleoutai/notebooks/sources.py -> the checkout
+    return checkout if (checkout / "pyproject.toml").is_file() else here
 
 
 def is_notebook_source(path: Path, root: Path | None = None) -> bool:
