@@ -18,6 +18,9 @@ from .core import Communicator, Faults
 
 MAX_DIMS = 12
 HEADER_LEN = 2 + MAX_DIMS
+# A payload travels as segments of this size, all posted at once: gloo moves a segment only once its
+# receive is posted, so many segments in flight pipeline where one big late receive would serialize.
+SEGMENT_BYTES = 1 << 20
 CRASH_EXIT_CODE = 75
 
 
@@ -95,7 +98,7 @@ class ProcessComm(Communicator):
         keep: list[Any] = [header]
         if arr.nbytes:
             payload = torch.from_numpy(arr.reshape(-1).view(np.uint8).copy()).to(self._device)
-            works.append(dist.isend(payload, dst))
+            works += [dist.isend(payload[i:i + SEGMENT_BYTES], dst) for i in range(0, arr.nbytes, SEGMENT_BYTES)]
             keep.append(payload)
         self._pending.append((works, keep))
         self._pending = [p for p in self._pending if not all(w.is_completed() for w in p[0])]
@@ -115,12 +118,12 @@ class ProcessComm(Communicator):
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if self._device == "cpu":  # NumPy owns the memory, so freed buffers return to the malloc pool
             arr = np.empty(nbytes, dtype=np.uint8)
-            if nbytes:
-                dist.recv(torch.from_numpy(arr), src)
+            buf = torch.from_numpy(arr)
         else:
             buf = torch.empty(nbytes, dtype=torch.uint8, device=self._device)
-            if nbytes:
-                dist.recv(buf, src)
+        for req in [dist.irecv(buf[i:i + SEGMENT_BYTES], src) for i in range(0, nbytes, SEGMENT_BYTES)]:
+            req.wait()
+        if self._device != "cpu":
             arr = buf.cpu().numpy()
         arr = arr.view(dtype).reshape(shape)
         self._count_recv(nbytes)
