@@ -59,7 +59,8 @@ def _start(tmp: str, rank: int, size: int, port: int) -> tuple[dict, object]:
     timeout = timedelta(seconds=job["timeout"])
     store = dist.TCPStore("127.0.0.1", port, None, False, timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=timeout)
-    return job, ProcessComm(rank, size, trace=job["trace"], faults=job["faults"], timeout=job["timeout"])
+    return job, ProcessComm(rank, size, trace=job["trace"], faults=job["faults"], timeout=job["timeout"],
+                            progress=True)
 
 
 def main(argv: list[str]) -> int:

@@ -1,62 +1,72 @@
 """Real processes under torch.distributed: the communicator for laptops, GPUs, Slurm and Ray.
 
-``ProcessComm`` carries one message as two torch.distributed point-to-point messages: a fixed-size
-int64 header (dtype string, ndim, shape) and the raw bytes, so the receiver preallocates nothing.
-Sends are ``isend`` (eager, like the simulator), so a ring where every rank sends before it receives
-cannot deadlock. ``run_process`` starts one OS process per rank (see ``_worker``), owns the rendezvous
-store on a port the OS picks, relays each rank's output, and ends the whole group on the first failure.
+``ProcessComm`` carries one message as two torch.distributed point-to-point messages on a tag of its
+own: a fixed-size int64 header (dtype string, ndim, shape) and the raw bytes, so the receiver
+preallocates nothing. gloo moves bytes only into a posted receive, so three things keep data flowing:
+- sends are ``isend`` (eager, like the simulator): a ring where every rank sends first cannot deadlock;
+- a reaper thread waits on each send once and drops its buffer (a gloo send reports completion only
+  when waited on: without the reaper every payload copy would live until the end of the run);
+- with ``progress=True`` (``cluster.run`` workers) a receiver thread per peer takes each message as
+  soon as it is sent, into an inbox that ``recv`` reads, so transfers overlap the caller's computing,
+  as in MPI's progress engine. Without it the next header's receive is posted early instead.
+``run_process`` starts one OS process per rank (see ``_worker``), owns the rendezvous store on a port
+the OS picks, relays each rank's output, and ends the whole group on the first failure.
 """
 from __future__ import annotations
 
 import os
+import queue
+import threading
 import time
 from typing import Any
 
 import numpy as np
 
-from .core import Communicator, Faults
+from .core import Communicator, Faults, keep_freed_memory
 
 MAX_DIMS = 12
-HEADER_LEN = 2 + MAX_DIMS
+# A message of at most INLINE_BYTES travels inside its header: one gloo message instead of two, and no
+# round trip between them (a scalar ping-pong is 3x faster).
+INLINE_BYTES = 256
+HEADER_LEN = 2 + MAX_DIMS + INLINE_BYTES // 8
 # A payload travels as segments of this size, all posted at once: gloo moves a segment only once its
 # receive is posted, so many segments in flight pipeline where one big late receive would serialize.
 SEGMENT_BYTES = 1 << 20
 CRASH_EXIT_CODE = 75
+# Our messages travel on their own tag, so a user's own dist.send/recv (tag 0) never matches them.
+TAG = 0x5CA1E
 
 
 class InjectedCrash(BaseException):
     """Raised inside a worker when its crash fault fires; the worker then exits abruptly."""
 
 
-def keep_freed_memory() -> None:
-    """Ask glibc to reuse freed memory instead of returning it to the OS (Linux only).
-
-    A received message is fresh memory; if every 8 MiB buffer comes from a new mmap, the first write
-    to each 4 KiB page faults, and 2048 faults cost more than the transfer itself on a VM.
-    """
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: serve blocks up to 32 MiB (glibc's max) from the heap
-        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD: keep up to 1 GiB of freed heap for reuse
-    except (OSError, AttributeError):  # pragma: no cover - not glibc
-        pass
-
-
-def encode_header(arr: np.ndarray) -> list[int]:
+def encode_header(arr: np.ndarray) -> np.ndarray:
+    """int64 words: dtype string, ndim, shape, and the bytes themselves when they fit (INLINE_BYTES)."""
     if arr.dtype.hasobject:
         raise TypeError("comm.send cannot send object arrays; use a numeric dtype")
     if arr.ndim > MAX_DIMS:
         raise ValueError(f"comm.send supports at most {MAX_DIMS} dimensions, got {arr.ndim}")
-    code = int.from_bytes(arr.dtype.str.encode().ljust(8, b"\0"), "little", signed=True)
-    return [code, arr.ndim, *arr.shape, *([0] * (MAX_DIMS - arr.ndim))]
+    words = np.zeros(HEADER_LEN, dtype=np.int64)
+    words[0] = int.from_bytes(arr.dtype.str.encode().ljust(8, b"\0"), "little", signed=True)
+    words[1] = arr.ndim
+    words[2:2 + arr.ndim] = arr.shape
+    if arr.nbytes <= INLINE_BYTES:
+        words[2 + MAX_DIMS:].view(np.uint8)[:arr.nbytes] = arr.reshape(-1).view(np.uint8)
+    return words
 
 
-def decode_header(header: list[int]) -> tuple[np.dtype, tuple[int, ...]]:
-    code, ndim = int(header[0]), int(header[1])
+def decode_header(words: np.ndarray) -> tuple[np.dtype, tuple[int, ...], np.ndarray | None]:
+    """(dtype, shape, the inline bytes or None when the payload follows as its own message)."""
+    code, ndim = int(words[0]), int(words[1])
     dtype = np.dtype(code.to_bytes(8, "little", signed=True).rstrip(b"\0").decode())
-    return dtype, tuple(int(d) for d in header[2:2 + ndim])
+    shape = tuple(int(d) for d in words[2:2 + ndim])
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    inline = words[2 + MAX_DIMS:].view(np.uint8)[:nbytes].copy() if nbytes <= INLINE_BYTES else None
+    return dtype, shape, inline
+
+
+FOREVER = 10 * 365 * 86400.0  # an idle receiver must not time out: gloo closes the pair when a wait does
 
 
 class ProcessComm(Communicator):
@@ -65,14 +75,24 @@ class ProcessComm(Communicator):
     backend = "process"
 
     def __init__(self, rank: int, size: int, trace: bool = False, faults: Faults | None = None,
-                 device: str = "cpu", timeout: float = 300.0):
+                 device: str = "cpu", timeout: float = 300.0, progress: bool = False):
         super().__init__(rank, size, trace)
         faults = faults or Faults()
         self._crash_after = faults.crash.get(rank)
         self._slow = float(faults.slow.get(rank, 1.0))
         self._device = device
         self._timeout = timeout
-        self._pending: list[tuple[Any, ...]] = []
+        # Receiver threads only where the process ends with os._exit: a thread still waiting inside
+        # gloo when the interpreter shuts down aborts the process ("terminate called ...").
+        self._progress = progress and device == "cpu"
+        self._inbox: dict[int, queue.SimpleQueue] = {}
+        self._pg: Any = None
+        self._headers: dict[int, tuple[Any, Any]] = {}  # src -> (header buffer, its posted receive)
+        self._sent: queue.SimpleQueue = queue.SimpleQueue()
+        self._reaper: threading.Thread | None = None
+        self._in_flight = 0  # messages handed to gloo whose sends the reaper has not yet seen complete
+        self._reaped = threading.Condition()
+        self._send_error: BaseException | None = None
         self._t0 = time.perf_counter()
         self._last = self._t0
         keep_freed_memory()
@@ -85,51 +105,118 @@ class ProcessComm(Communicator):
         if self._slow > 1.0:
             time.sleep((self._slow - 1.0) * (time.perf_counter() - self._last))
 
+    def _group(self) -> Any:
+        if self._pg is None:
+            import torch.distributed as dist
+
+            self._pg = dist.distributed_c10d._get_default_group()
+            if self._progress:  # start listening on first use, so peers' sends flow from then on
+                for src in range(self.size):
+                    if src != self.rank:
+                        self._inbox[src] = queue.SimpleQueue()
+                        threading.Thread(target=self._listen, args=(src,), daemon=True,
+                                         name=f"scaleout-recv-{self.rank}<-{src}").start()
+        return self._pg
+
     def _send(self, arr: np.ndarray, dst: int) -> None:
         import torch
-        import torch.distributed as dist
 
         if self._crash_after is not None and self.stats.messages_sent >= self._crash_after:
             raise InjectedCrash
         self._straggle()
         start = self._now()
-        header = torch.tensor(encode_header(arr), dtype=torch.int64, device=self._device)
-        works = [dist.isend(header, dst)]
+        pg = self._group()  # the group object itself: dist.isend's Python checks cost more than a segment
+        header = torch.from_numpy(encode_header(arr)).to(self._device)
+        works = [pg.send([header], dst, TAG)]
         keep: list[Any] = [header]
-        if arr.nbytes:
+        if arr.nbytes > INLINE_BYTES:
+            # A copy: the caller may change its array as soon as send returns (value semantics).
             payload = torch.from_numpy(arr.reshape(-1).view(np.uint8).copy()).to(self._device)
-            works += [dist.isend(payload[i:i + SEGMENT_BYTES], dst) for i in range(0, arr.nbytes, SEGMENT_BYTES)]
+            works += [pg.send([payload[i:i + SEGMENT_BYTES]], dst, TAG) for i in range(0, arr.nbytes, SEGMENT_BYTES)]
             keep.append(payload)
-        self._pending.append((works, keep))
-        self._pending = [p for p in self._pending if not all(w.is_completed() for w in p[0])]
+        self._hand_to_reaper(works, keep)
         self._count_send(arr.nbytes)
         self._trace("send", dst, arr.nbytes, start, self._now())
         self._last = time.perf_counter()
 
     def _recv(self, src: int) -> np.ndarray:
-        import torch
-        import torch.distributed as dist
-
         self._straggle()
         start = self._now()
+        self._group()
+        if self._progress:
+            try:
+                posted = self._inbox[src].get(timeout=self._timeout)
+            except queue.Empty:
+                raise TimeoutError(f"rank {self.rank} waited {self._timeout:g} s for a message from rank {src} "
+                                   f"that never came: does rank {src} send it?") from None
+            if isinstance(posted, BaseException):
+                self._inbox[src].put(posted)  # every later receive from this peer fails the same way
+                raise RuntimeError(f"rank {self.rank}: receiving from rank {src} failed: {posted}") from posted
+        else:
+            posted = self._post(src, None)
+        arr = self._finish(posted, src)
+        self._count_recv(arr.nbytes)
+        self._trace("recv", src, arr.nbytes, start, self._now())
+        self._last = time.perf_counter()
+        return arr
+
+    def _listen(self, src: int) -> None:
+        """Receiver thread: post the receive of each message from ``src`` as soon as its header lands.
+
+        The caller's ``recv`` then waits on that receive itself: one thread hand-off, not two.
+        """
+        from datetime import timedelta
+
+        forever = timedelta(seconds=FOREVER)
+        inbox = self._inbox[src]
+        try:
+            while True:
+                inbox.put(self._post(src, forever))
+        except BaseException as exc:  # noqa: BLE001 - the peer is gone; recv() reports it
+            inbox.put(exc)
+
+    def _post_header(self, src: int) -> tuple[Any, Any]:
+        import torch
+
         header = torch.empty(HEADER_LEN, dtype=torch.int64, device=self._device)
-        dist.recv(header, src)
-        dtype, shape = decode_header(header.cpu().tolist())
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return header, self._group().recv([header], src, TAG)
+
+    def _post(self, src: int, header_timeout: Any) -> tuple[Any, list[Any], np.dtype, tuple[int, ...]]:
+        """Wait for the next header from ``src``, then post the receive of its payload into a fresh buffer."""
+        header, work = self._headers.pop(src, None) or self._post_header(src)
+        work.wait() if header_timeout is None else work.wait(header_timeout)
+        dtype, shape, inline = decode_header(header.cpu().numpy())
+        if inline is not None:  # the whole message came in its header
+            arr, reqs = inline, []
+        else:
+            arr, reqs = self._post_payload(src, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        if self._device == "cpu":
+            # Post the next header now, behind this payload (gloo matches a peer's messages in order), so
+            # it is already waiting when the peer sends: no round trip before the next payload can flow.
+            self._headers[src] = self._post_header(src)
+        return arr, reqs, dtype, shape
+
+    def _post_payload(self, src: int, nbytes: int) -> tuple[Any, list[Any]]:
+        import torch
+
         if self._device == "cpu":  # NumPy owns the memory, so freed buffers return to the malloc pool
             arr = np.empty(nbytes, dtype=np.uint8)
             buf = torch.from_numpy(arr)
         else:
-            buf = torch.empty(nbytes, dtype=torch.uint8, device=self._device)
-        for req in [dist.irecv(buf[i:i + SEGMENT_BYTES], src) for i in range(0, nbytes, SEGMENT_BYTES)]:
-            req.wait()
-        if self._device != "cpu":
-            arr = buf.cpu().numpy()
-        arr = arr.view(dtype).reshape(shape)
-        self._count_recv(nbytes)
-        self._trace("recv", src, nbytes, start, self._now())
-        self._last = time.perf_counter()
-        return arr
+            arr = buf = torch.empty(nbytes, dtype=torch.uint8, device=self._device)
+        pg = self._group()
+        return arr, [pg.recv([buf[i:i + SEGMENT_BYTES]], src, TAG) for i in range(0, nbytes, SEGMENT_BYTES)]
+
+    def _finish(self, posted: tuple[Any, ...], src: int) -> np.ndarray:
+        arr, reqs, dtype, shape = posted
+        try:
+            for req in reqs:
+                req.wait()
+        except RuntimeError as exc:
+            raise RuntimeError(f"rank {self.rank}: receiving from rank {src} failed: {exc}") from exc
+        if not isinstance(arr, np.ndarray):
+            arr = arr.cpu().numpy()
+        return arr.view(dtype).reshape(shape)
 
     def barrier(self) -> None:
         import torch.distributed as dist
@@ -145,14 +232,40 @@ class ProcessComm(Communicator):
         time.sleep(seconds * self._slow)
         self._last = time.perf_counter()
 
-    def flush(self) -> None:
-        """Wait until every message this rank sent has left its buffers."""
+    def _hand_to_reaper(self, works: list[Any], keep: list[Any]) -> None:
+        if self._reaper is None:
+            self._reaper = threading.Thread(target=self._reap, name=f"scaleout-send-reaper-{self.rank}",
+                                            daemon=True)
+            self._reaper.start()
+        with self._reaped:
+            self._in_flight += 1
+        self._sent.put((works, keep))
+
+    def _reap(self) -> None:
+        """Wait on each send exactly once (a second wait on a gloo send blocks for a send that never comes)."""
         from datetime import timedelta
 
-        for works, _ in self._pending:
-            for w in works:
-                w.wait(timedelta(seconds=self._timeout))
-        self._pending = []
+        timeout = timedelta(seconds=self._timeout)
+        while True:
+            works, keep = self._sent.get()
+            try:
+                for w in works:
+                    w.wait(timeout)  # releases the GIL
+            except BaseException as exc:  # noqa: BLE001 - a dead peer; flush() reports it
+                self._send_error = self._send_error or exc
+            del works, keep
+            with self._reaped:
+                self._in_flight -= 1
+                self._reaped.notify_all()
+
+    def flush(self) -> None:
+        """Wait until every message this rank sent has left its buffers (the peers have received them)."""
+        with self._reaped:
+            if not self._reaped.wait_for(lambda: self._in_flight == 0, timeout=self._timeout):
+                raise TimeoutError(f"rank {self.rank}: {self._in_flight} sent message(s) were not received "
+                                   f"within {self._timeout:g} s; does every send have a matching recv?")
+        if self._send_error is not None:
+            raise RuntimeError(f"rank {self.rank}: a send failed: {self._send_error}")
 
 
 def worker_env(world_size: int) -> dict[str, str]:

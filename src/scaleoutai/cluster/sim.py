@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .core import (ClusterError, Communicator, DeadlockError, Faults, Network, PeerCrashedError,
-                   RankCrashed, RankError, RunResult, RunTimeout)
+                   RankCrashed, RankError, RunResult, RunTimeout, keep_freed_memory)
 
 _ENDED = ("done", "crashed", "failed")
 
@@ -210,6 +210,7 @@ def run_sim(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, 
     network = network or Network()
     faults = faults or Faults()
     faults.check(world_size)
+    keep_freed_memory()  # K ranks' arrays come and go together, run after run
     w = _World(world_size, network, faults)
     comms = [SimComm(w, r, trace) for r in range(world_size)]
     values: list[Any] = [None] * world_size

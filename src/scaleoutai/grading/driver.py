@@ -209,7 +209,7 @@ def _fork_ranks(fn: Any, size: int, per_rank: tuple, timeout: float, arrays: dic
                 td = timedelta(seconds=timeout)
                 store = dist.TCPStore("127.0.0.1", port, size, r == 0, td, wait_for_workers=False)
                 dist.init_process_group("gloo", store=store, rank=r, world_size=size, timeout=td)
-                comm = ProcessComm(r, size, timeout=timeout)
+                comm = ProcessComm(r, size, timeout=timeout, progress=True)
                 value = fn(comm, *per_rank[r])
                 comm.flush()
                 dist.barrier()
