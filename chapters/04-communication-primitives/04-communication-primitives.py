@@ -498,10 +498,13 @@ ax.set(xlabel="bytes per rank m", ylabel="median wall time (s)",
 ax.legend()
 
 # %% [markdown]
-# Read the two fits side by side. Torch's gloo all-reduce is C++ end to end; ours pays, at every one of
-# its $2(K-1)$ steps, for a header message, a copy from NumPy into a torch buffer and back, and a NumPy
-# addition driven from Python. Whether that overhead lands in the intercept ($\alpha$) or the slope
-# ($\beta$) tells you what to optimise first. $R^2$ says how well a straight line explains the medians:
+# Read the two fits side by side. Torch's gloo all-reduce is C++ end to end and reduces each segment
+# while the next one arrives; ours pays, at every one of its $2(K-1)$ steps, for a header that must land
+# before the payload's receive can be posted (gloo moves bytes only into a posted receive), a copy of the
+# payload on send (so the caller may change its array the moment `send` returns), and a NumPy reduction
+# driven from Python after the transfer. Messages of at most 256 bytes ride inside their header, so the
+# ping-pong's intercept is one gloo message. Whether an overhead lands in the intercept ($\alpha$) or the
+# slope ($\beta$) tells you what to optimise first. $R^2$ says how well a straight line explains the medians:
 # on a busy shared machine the small sizes are noisy, and Chapter 5 shows how to report such numbers
 # with repeats and confidence intervals rather than as single values.
 #

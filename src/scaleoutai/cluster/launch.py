@@ -77,6 +77,7 @@ def _shutdown_at_exit(comm: ProcessComm) -> None:
             comm.flush()
             if not _failed:
                 dist.barrier()  # nobody closes its sockets while a peer still reads from them
+            comm.close()
             dist.destroy_process_group()
         except Exception as exc:  # noqa: BLE001 - a peer already gone: nothing left to do
             print(f"cluster.init: leaving the group: {exc}", file=sys.stderr)

@@ -1,14 +1,17 @@
 """Real processes under torch.distributed: the communicator for laptops, GPUs, Slurm and Ray.
 
-``ProcessComm`` carries one message as two torch.distributed point-to-point messages on a tag of its
-own: a fixed-size int64 header (dtype string, ndim, shape) and the raw bytes, so the receiver
-preallocates nothing. gloo moves bytes only into a posted receive, so three things keep data flowing:
-- sends are ``isend`` (eager, like the simulator): a ring where every rank sends first cannot deadlock;
+``ProcessComm`` sends a message as torch.distributed point-to-point messages on a tag of its own: a
+fixed-size int64 header (dtype string, ndim, shape, and the bytes themselves when at most
+INLINE_BYTES), then for larger messages the raw bytes in SEGMENT_BYTES pieces, so the receiver
+preallocates nothing. gloo moves bytes only into a posted receive, which shapes the rest:
+- sends are ``isend`` of a copy (eager, like the simulator): a ring where every rank sends first
+  cannot deadlock, and the caller may change its array as soon as ``send`` returns;
 - a reaper thread waits on each send once and drops its buffer (a gloo send reports completion only
-  when waited on: without the reaper every payload copy would live until the end of the run);
-- with ``progress=True`` (``cluster.run`` workers) a receiver thread per peer takes each message as
-  soon as it is sent, into an inbox that ``recv`` reads, so transfers overlap the caller's computing,
-  as in MPI's progress engine. Without it the next header's receive is posted early instead.
+  when waited on: without the reaper every payload copy lived until the end of the run);
+- the next header's receive from a peer is posted as soon as the last one landed, and with
+  ``progress=True`` (``cluster.run`` workers, the grader's ranks) a receiver thread per peer posts each
+  payload's receive the moment its header arrives, whatever the rank's program is doing, as MPI's
+  progress engine does. ``recv`` takes the next posted message from that peer and waits for its bytes.
 ``run_process`` starts one OS process per rank (see ``_worker``), owns the rendezvous store on a port
 the OS picks, relays each rank's output, and ends the whole group on the first failure.
 """
@@ -86,7 +89,6 @@ class ProcessComm(Communicator):
         # gloo when the interpreter shuts down aborts the process ("terminate called ...").
         self._progress = progress and device == "cpu"
         self._inbox: dict[int, queue.SimpleQueue] = {}
-        self._pg: Any = None
         self._headers: dict[int, tuple[Any, Any]] = {}  # src -> (header buffer, its posted receive)
         self._sent: queue.SimpleQueue = queue.SimpleQueue()
         self._reaper: threading.Thread | None = None
@@ -106,17 +108,18 @@ class ProcessComm(Communicator):
             time.sleep((self._slow - 1.0) * (time.perf_counter() - self._last))
 
     def _group(self) -> Any:
-        if self._pg is None:
-            import torch.distributed as dist
+        # Looked up each time, never kept: a script may destroy the group itself, and a group still
+        # referenced at interpreter exit takes gloo's threads down with it ("terminate called ...").
+        import torch.distributed as dist
 
-            self._pg = dist.distributed_c10d._get_default_group()
-            if self._progress:  # start listening on first use, so peers' sends flow from then on
-                for src in range(self.size):
-                    if src != self.rank:
-                        self._inbox[src] = queue.SimpleQueue()
-                        threading.Thread(target=self._listen, args=(src,), daemon=True,
-                                         name=f"scaleout-recv-{self.rank}<-{src}").start()
-        return self._pg
+        pg = dist.distributed_c10d._get_default_group()
+        if self._progress and not self._inbox:  # start listening on first use, so peers' sends flow
+            for src in range(self.size):
+                if src != self.rank:
+                    self._inbox[src] = queue.SimpleQueue()
+                    threading.Thread(target=self._listen, args=(src,), daemon=True,
+                                     name=f"scaleout-recv-{self.rank}<-{src}").start()
+        return pg
 
     def _send(self, arr: np.ndarray, dst: int) -> None:
         import torch
@@ -190,9 +193,11 @@ class ProcessComm(Communicator):
             arr, reqs = inline, []
         else:
             arr, reqs = self._post_payload(src, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
-        if self._device == "cpu":
+        if self._progress:
             # Post the next header now, behind this payload (gloo matches a peer's messages in order), so
             # it is already waiting when the peer sends: no round trip before the next payload can flow.
+            # Only where the process ends with os._exit: a receive still posted when the interpreter
+            # exits can abort it ("terminate called without an active exception").
             self._headers[src] = self._post_header(src)
         return arr, reqs, dtype, shape
 
@@ -247,16 +252,30 @@ class ProcessComm(Communicator):
 
         timeout = timedelta(seconds=self._timeout)
         while True:
-            works, keep = self._sent.get()
-            try:
-                for w in works:
-                    w.wait(timeout)  # releases the GIL
-            except BaseException as exc:  # noqa: BLE001 - a dead peer; flush() reports it
-                self._send_error = self._send_error or exc
-            del works, keep
+            item = self._sent.get()
+            if item is None:  # close()
+                return
+            self._wait_sends(item[0], timeout)
+            item = None  # hold no gloo object while idle: the group must be free to go
             with self._reaped:
                 self._in_flight -= 1
                 self._reaped.notify_all()
+
+    def _wait_sends(self, works: list[Any], timeout: Any) -> None:
+        try:
+            for w in works:
+                w.wait(timeout)  # releases the GIL
+        except BaseException as exc:  # noqa: BLE001 - a dead peer; flush() reports it
+            self._send_error = self._send_error or exc
+
+    def close(self) -> None:
+        """Stop the reaper and let go of the group, so ``destroy_process_group`` can free gloo's threads
+        while the interpreter still runs (else they may be torn down at exit: "terminate called ...")."""
+        if self._reaper is not None:
+            self._sent.put(None)
+            self._reaper.join(timeout=5)
+            self._reaper = None
+        self._headers.clear()
 
     def flush(self) -> None:
         """Wait until every message this rank sent has left its buffers (the peers have received them)."""
