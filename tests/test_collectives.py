@@ -115,6 +115,22 @@ def test_allreduces_give_bitwise_identical_results_on_every_rank():
                 np.testing.assert_array_equal(v[i], res.values[0][i])
 
 
+@pytest.mark.parametrize("K", [1, 2, 3, 5, 13])
+def test_reduce_scatter_and_all_gather_fill_one_out_buffer_like_the_reference(K):
+    n = 10  # 13 > n: some blocks are empty
+
+    def worker(comm):
+        out = np.full(n, -1.0)
+        mine = C.reduce_scatter(comm, make_input(comm.rank, n, np.float64), out=out)
+        gathered = C.all_gather(comm, mine, out=out)
+        return np.shares_memory(mine, out) or mine.size == 0, gathered is out, out
+
+    want = reference(K, n, np.float64)
+    for in_out, same, out in cluster.run(worker, K).values:
+        assert in_out and same
+        assert_close(out, want, K)
+
+
 def test_ring_allreduce_preserves_multidimensional_shape():
     def worker(comm):
         return C.ring_allreduce(comm, np.full((3, 4, 5), comm.rank, dtype=np.float64))

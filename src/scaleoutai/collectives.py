@@ -146,58 +146,69 @@ def tree_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
     return broadcast(comm, reduce(comm, x, 0, op), 0)
 
 
-def reduce_scatter(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+def _blocks(n: int, K: int) -> list[slice]:
+    """The slices of ``np.array_split`` of n items into K blocks: the first n mod K are one longer."""
+    q, extra = divmod(n, K)
+    edges = np.cumsum([0] + [q + (j < extra) for j in range(K)])
+    return [slice(int(edges[j]), int(edges[j + 1])) for j in range(K)]
+
+
+def reduce_scatter(comm: Any, x: np.ndarray, op: str = "sum", out: np.ndarray | None = None) -> np.ndarray:
     """Ring reduce-scatter: rank r returns block r of ``np.array_split(op-reduction of all x, K)``.
 
     K-1 steps; at step s rank r sends block (r-s-1) mod K to r+1 and folds block (r-s-2) mod K from r-1.
-    """
-    f = _op(op)
-    K, r = comm.size, comm.rank
-    blocks = np.array_split(_array(x), K)  # views: f() below returns new arrays, x is never written
-    for s in range(K - 1):
-        comm.send(blocks[(r - s - 1) % K], (r + 1) % K)
-        i = (r - s - 2) % K
-        blocks[i] = f(blocks[i], comm.recv((r - 1) % K))
-    return blocks[r] if K > 1 else blocks[r].copy()
-
-
-def all_gather(comm: Any, block: np.ndarray) -> np.ndarray:
-    """Ring all-gather: every rank returns all ranks' blocks concatenated in rank order (sizes may differ)."""
-    K, r = comm.size, comm.rank
-    parts: list[np.ndarray | None] = [None] * K
-    parts[r] = np.atleast_1d(_array(block, "block"))  # no copy: send and concatenate copy it already
-    for s in range(K - 1):
-        comm.send(parts[(r - s) % K], (r + 1) % K)
-        parts[(r - s - 1) % K] = comm.recv((r - 1) % K)
-    return np.concatenate(parts)
-
-
-def ring_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
-    """Ring all-reduce = ring reduce-scatter + ring all-gather on the flattened array.
-
-    Each rank sends exactly 2(K-1) messages holding 2(K-1)/K of the data: bandwidth-optimal. The two
-    phases are those of ``reduce_scatter`` and ``all_gather``, written into one output buffer so that
-    no block is copied twice: at 16 MiB the copies cost as much as the reductions.
+    With ``out`` (shaped like x) the partial results are written there, and block r is returned as a
+    view of it: ``ring_allreduce`` then gathers in the same buffer.
     """
     f = _op(op)
     x = _array(x)
-    flat = x.reshape(-1)
     K, r = comm.size, comm.rank
-    out = np.empty_like(flat)
-    edges = np.cumsum([0] + [len(b) for b in np.array_split(flat, K)])
-    block = [slice(edges[i], edges[i + 1]) for i in range(K)]
-    nxt, prv = (r + 1) % K, (r - 1) % K
-    for s in range(K - 1):  # reduce-scatter: afterwards out[block[r]] holds the full reduction of block r
-        src = flat if s == 0 else out
-        comm.send(src[block[(r - s - 1) % K]], nxt)
+    blk = _blocks(len(x), K)
+    acc = np.empty_like(x) if out is None else out
+    for s in range(K - 1):
+        comm.send((x if s == 0 else acc)[blk[(r - s - 1) % K]], (r + 1) % K)
         i = (r - s - 2) % K
-        f(flat[block[i]], comm.recv(prv), out=out[block[i]])
+        f(x[blk[i]], comm.recv((r - 1) % K), out=acc[blk[i]])
     if K == 1:
-        out[:] = flat
-    for s in range(K - 1):  # all-gather: pass the finished blocks around the ring
-        comm.send(out[block[(r - s) % K]], nxt)
-        out[block[(r - s - 1) % K]] = comm.recv(prv)
-    return out.reshape(x.shape)
+        acc[...] = x
+    return acc[blk[r]] if out is not None else acc[blk[r]].copy()
+
+
+def all_gather(comm: Any, block: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Ring all-gather: every rank returns all ranks' blocks concatenated in rank order.
+
+    Without ``out`` blocks may differ in size arbitrarily. With ``out`` the blocks are those of
+    ``np.array_split(out, K)``, received in place (this rank's block is copied in unless it is already
+    that view), and ``out`` is returned.
+    """
+    K, r = comm.size, comm.rank
+    block = np.atleast_1d(_array(block, "block"))
+    if out is None:
+        parts: list[np.ndarray | None] = [None] * K
+        parts[r] = block  # no copy: send and concatenate copy it already
+        for s in range(K - 1):
+            comm.send(parts[(r - s) % K], (r + 1) % K)
+            parts[(r - s - 1) % K] = comm.recv((r - 1) % K)
+        return np.concatenate(parts)
+    blk = _blocks(len(out), K)
+    if not np.may_share_memory(block, out[blk[r]]):
+        out[blk[r]] = block
+    for s in range(K - 1):
+        comm.send(out[blk[(r - s) % K]], (r + 1) % K)
+        out[blk[(r - s - 1) % K]] = comm.recv((r - 1) % K)
+    return out
+
+
+def ring_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+    """Ring all-reduce = reduce-scatter + all-gather on the flattened array, in one output buffer.
+
+    Each rank sends exactly 2(K-1) messages holding 2(K-1)/K of the data: bandwidth-optimal. Sharing
+    the buffer means no block is copied twice: at 16 MiB the copies cost as much as the reductions.
+    """
+    x = _array(x)
+    out = np.empty_like(x.reshape(-1))
+    mine = reduce_scatter(comm, x.reshape(-1), op, out=out)
+    return all_gather(comm, mine, out=out).reshape(x.shape)
 
 
 def recursive_doubling_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
