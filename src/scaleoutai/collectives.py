@@ -147,7 +147,10 @@ def tree_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
 
 
 def _blocks(n: int, K: int) -> list[slice]:
-    """The slices of ``np.array_split`` of n items into K blocks: the first n mod K are one longer."""
+    """The slices of ``np.array_split`` of n items into K blocks: the first n mod K are one longer.
+
+    ``sharding.shard_bounds`` is the checked, public form of the same cut (Chapter 1).
+    """
     q, extra = divmod(n, K)
     edges = np.cumsum([0] + [q + (j < extra) for j in range(K)])
     return [slice(int(edges[j]), int(edges[j + 1])) for j in range(K)]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .collectives import _flat_broadcast, _flat_reduce, ring_allreduce
+from .collectives import _blocks, _flat_broadcast, _flat_reduce, ring_allreduce
 
 __all__ = ["shard_bounds", "shard", "linear_mse_gradient", "local_weighted_gradient", "sharded_gradient",
            "naive_sharded_gradient"]
@@ -33,13 +33,7 @@ def shard_bounds(n: int, K: int) -> list[tuple[int, int]]:
         raise ValueError(f"shard_bounds needs a count n >= 0, got {n!r}")
     if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
         raise ValueError(f"shard_bounds needs K >= 1 workers, got {K!r}")
-    q, extra = divmod(int(n), int(K))
-    bounds, start = [], 0
-    for k in range(int(K)):
-        stop = start + q + (1 if k < extra else 0)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
+    return [(b.start, b.stop) for b in _blocks(int(n), int(K))]
 
 
 def shard(x: np.ndarray, K: int, rank: int) -> np.ndarray:
