@@ -1,5 +1,9 @@
 """Chapter 4: collective communication built from point-to-point ``comm.send`` / ``comm.recv`` only.
 
+A step where a rank both sends and receives is written ``comm.sendrecv`` (MPI_Sendrecv): on the
+simulator it is exactly send then recv; on real processes both directions flow at once and the bytes
+can land in place (Chapter 4 measures the difference).
+
 Every function is called on every rank of a group of K = comm.size ranks, for any K >= 1, any length
 (including lengths not divisible by K or shorter than K) and any numeric dtype; reductions take
 ``op`` in {"sum", "max", "min"}. Blocks are ``np.array_split(x, K)`` along axis 0. Costs in the
@@ -169,9 +173,9 @@ def reduce_scatter(comm: Any, x: np.ndarray, op: str = "sum", out: np.ndarray | 
     blk = _blocks(len(x), K)
     acc = np.empty_like(x) if out is None else out
     for s in range(K - 1):
-        comm.send((x if s == 0 else acc)[blk[(r - s - 1) % K]], (r + 1) % K)
         i = (r - s - 2) % K
-        f(x[blk[i]], comm.recv((r - 1) % K), out=acc[blk[i]])
+        got = comm.sendrecv((x if s == 0 else acc)[blk[(r - s - 1) % K]], (r + 1) % K, (r - 1) % K)
+        f(x[blk[i]], got, out=acc[blk[i]])
     if K == 1:
         acc[...] = x
     return acc[blk[r]] if out is not None else acc[blk[r]].copy()
@@ -190,15 +194,13 @@ def all_gather(comm: Any, block: np.ndarray, out: np.ndarray | None = None) -> n
         parts: list[np.ndarray | None] = [None] * K
         parts[r] = block  # no copy: send and concatenate copy it already
         for s in range(K - 1):
-            comm.send(parts[(r - s) % K], (r + 1) % K)
-            parts[(r - s - 1) % K] = comm.recv((r - 1) % K)
+            parts[(r - s - 1) % K] = comm.sendrecv(parts[(r - s) % K], (r + 1) % K, (r - 1) % K)
         return np.concatenate(parts)
     blk = _blocks(len(out), K)
     if not np.may_share_memory(block, out[blk[r]]):
         out[blk[r]] = block
-    for s in range(K - 1):
-        comm.send(out[blk[(r - s) % K]], (r + 1) % K)
-        out[blk[(r - s - 1) % K]] = comm.recv((r - 1) % K)
+    for s in range(K - 1):  # received in place: no copy of the block on processes
+        comm.sendrecv(out[blk[(r - s) % K]], (r + 1) % K, (r - 1) % K, out=out[blk[(r - s - 1) % K]])
     return out
 
 
@@ -237,8 +239,7 @@ def recursive_doubling_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> n
     while mask < P:
         pv = v ^ mask
         peer = 2 * pv + 1 if pv < R else pv + R
-        comm.send(acc, peer)
-        other = comm.recv(peer)
+        other = comm.sendrecv(acc, peer, peer)
         acc = f(other, acc) if pv < v else f(acc, other)  # same order on both sides: identical bits
         mask <<= 1
     if r < 2 * R:
@@ -266,6 +267,6 @@ def all_to_all(comm: Any, blocks: list[np.ndarray]) -> list[np.ndarray]:
     out: list[np.ndarray | None] = [None] * K
     out[r] = _array(blocks[r], f"blocks[{r}]").copy()
     for s in range(1, K):
-        comm.send(_array(blocks[(r + s) % K], f"blocks[{(r + s) % K}]"), (r + s) % K)
-        out[(r - s) % K] = comm.recv((r - s) % K)
+        dst, src = (r + s) % K, (r - s) % K
+        out[src] = comm.sendrecv(_array(blocks[dst], f"blocks[{dst}]"), dst, src)
     return out

@@ -229,6 +229,35 @@ class Communicator:
             raise ValueError(f"rank {self.rank} tried to receive from itself; that would wait forever")
         return self._recv(src)
 
+    def sendrecv(self, array: np.ndarray, dst: int, src: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Send ``array`` to ``dst`` and receive the next message from ``src``, as one step (MPI_Sendrecv).
+
+        Counts and costs exactly one send and one receive; on the simulator it *is* send then recv. On
+        real processes both directions flow at once and the bytes land straight in ``out`` (a writable
+        C-contiguous array of the message's shape and dtype), which is then returned. Chapter 4.
+        """
+        arr = as_message(array, "comm.sendrecv")
+        dst, src = check_peer(dst, self.size, "dst"), check_peer(src, self.size, "src")
+        if self.rank in (dst, src):
+            raise ValueError(f"rank {self.rank} tried to sendrecv with itself (dst={dst}, src={src}); "
+                             "keep local data local")
+        if out is not None and not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.flags.writeable):
+            raise TypeError("comm.sendrecv: out must be a writable, C-contiguous NumPy array "
+                            f"(got {type(out).__name__}); pass out=None to get a new array")
+        got = self._sendrecv(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr), dst, src, out)
+        if out is None or np.shares_memory(got, out):
+            return got if out is None else out
+        if got.shape != out.shape or got.dtype != out.dtype:
+            raise ValueError(f"comm.sendrecv: rank {self.rank} received {got.dtype}{list(got.shape)} from rank "
+                             f"{src} but out is {out.dtype}{list(out.shape)}; size out like the message")
+        out[...] = got
+        return out
+
+    def _sendrecv(self, arr: np.ndarray, dst: int, src: int, out: np.ndarray | None) -> np.ndarray:
+        """Backends may overlap the two directions; this one is the definition: send, then receive."""
+        self._send(arr, dst)
+        return self._recv(src)
+
     def barrier(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 

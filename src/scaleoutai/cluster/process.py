@@ -26,47 +26,13 @@ from typing import Any
 import numpy as np
 
 from .core import Communicator, Faults, keep_freed_memory
+from .wire import HEADER_LEN, INLINE_BYTES, SEGMENT_BYTES, TAG, decode_header, encode_header
 
-MAX_DIMS = 12
-# A message of at most INLINE_BYTES travels inside its header: one gloo message instead of two, and no
-# round trip between them (a scalar ping-pong is 3x faster).
-INLINE_BYTES = 256
-HEADER_LEN = 2 + MAX_DIMS + INLINE_BYTES // 8
-# A payload travels as segments of this size, all posted at once: gloo moves a segment only once its
-# receive is posted, so many segments in flight pipeline where one big late receive would serialize.
-SEGMENT_BYTES = 1 << 20
 CRASH_EXIT_CODE = 75
-# Our messages travel on their own tag, so a user's own dist.send/recv (tag 0) never matches them.
-TAG = 0x5CA1E
 
 
 class InjectedCrash(BaseException):
     """Raised inside a worker when its crash fault fires; the worker then exits abruptly."""
-
-
-def encode_header(arr: np.ndarray) -> np.ndarray:
-    """int64 words: dtype string, ndim, shape, and the bytes themselves when they fit (INLINE_BYTES)."""
-    if arr.dtype.hasobject:
-        raise TypeError("comm.send cannot send object arrays; use a numeric dtype")
-    if arr.ndim > MAX_DIMS:
-        raise ValueError(f"comm.send supports at most {MAX_DIMS} dimensions, got {arr.ndim}")
-    words = np.zeros(HEADER_LEN, dtype=np.int64)
-    words[0] = int.from_bytes(arr.dtype.str.encode().ljust(8, b"\0"), "little", signed=True)
-    words[1] = arr.ndim
-    words[2:2 + arr.ndim] = arr.shape
-    if arr.nbytes <= INLINE_BYTES:
-        words[2 + MAX_DIMS:].view(np.uint8)[:arr.nbytes] = arr.reshape(-1).view(np.uint8)
-    return words
-
-
-def decode_header(words: np.ndarray) -> tuple[np.dtype, tuple[int, ...], np.ndarray | None]:
-    """(dtype, shape, the inline bytes or None when the payload follows as its own message)."""
-    code, ndim = int(words[0]), int(words[1])
-    dtype = np.dtype(code.to_bytes(8, "little", signed=True).rstrip(b"\0").decode())
-    shape = tuple(int(d) for d in words[2:2 + ndim])
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    inline = words[2 + MAX_DIMS:].view(np.uint8)[:nbytes].copy() if nbytes <= INLINE_BYTES else None
-    return dtype, shape, inline
 
 
 FOREVER = 10 * 365 * 86400.0  # an idle receiver must not time out: gloo closes the pair when a wait does
@@ -90,6 +56,8 @@ class ProcessComm(Communicator):
         self._progress = progress and device == "cpu"
         self._inbox: dict[int, queue.SimpleQueue] = {}
         self._headers: dict[int, tuple[Any, Any]] = {}  # src -> (header buffer, its posted receive)
+        self._want: dict[int, np.ndarray] = {}  # src -> the ``out`` a sendrecv waits to have filled in place
+        self._lock = threading.Lock()  # orders a receiver thread's posting against sendrecv's ``out``
         self._sent: queue.SimpleQueue = queue.SimpleQueue()
         self._reaper: threading.Thread | None = None
         self._in_flight = 0  # messages handed to gloo whose sends the reaper has not yet seen complete
@@ -121,12 +89,15 @@ class ProcessComm(Communicator):
                                      name=f"scaleout-recv-{self.rank}<-{src}").start()
         return pg
 
-    def _send(self, arr: np.ndarray, dst: int) -> None:
-        import torch
-
+    def _before_send(self) -> None:
         if self._crash_after is not None and self.stats.messages_sent >= self._crash_after:
             raise InjectedCrash
         self._straggle()
+
+    def _send(self, arr: np.ndarray, dst: int) -> None:
+        import torch
+
+        self._before_send()
         start = self._now()
         pg = self._group()  # the group object itself: dist.isend's Python checks cost more than a segment
         header = torch.from_numpy(encode_header(arr)).to(self._device)
@@ -146,22 +117,60 @@ class ProcessComm(Communicator):
         self._straggle()
         start = self._now()
         self._group()
-        if self._progress:
-            try:
-                posted = self._inbox[src].get(timeout=self._timeout)
-            except queue.Empty:
-                raise TimeoutError(f"rank {self.rank} waited {self._timeout:g} s for a message from rank {src} "
-                                   f"that never came: does rank {src} send it?") from None
-            if isinstance(posted, BaseException):
-                self._inbox[src].put(posted)  # every later receive from this peer fails the same way
-                raise RuntimeError(f"rank {self.rank}: receiving from rank {src} failed: {posted}") from posted
-        else:
-            posted = self._post(src, None)
-        arr = self._finish(posted, src)
+        arr = self._finish(self._take(src) if self._progress else self._post(src, None), src)
         self._count_recv(arr.nbytes)
         self._trace("recv", src, arr.nbytes, start, self._now())
         self._last = time.perf_counter()
         return arr
+
+    def _sendrecv(self, arr: np.ndarray, dst: int, src: int, out: np.ndarray | None) -> np.ndarray:
+        """Headers first, payload after: by the time our bytes go, dst's receiver thread has posted their
+        receive (so gloo writes them from this thread while its own thread reads the other direction),
+        and src's bytes land in ``out`` when it is registered before src's header arrives."""
+        if not self._progress:  # nobody would post dst's receive while its program is busy: plain eager pair
+            return super()._sendrecv(arr, dst, src, out)
+        import torch
+        from datetime import timedelta
+
+        self._before_send()
+        start = self._now()
+        pg = self._group()
+        header = torch.from_numpy(encode_header(arr))
+        with self._lock:
+            if out is not None and self._inbox[src].empty():  # else an earlier message is next in line
+                self._want[src] = out
+        try:
+            works = [pg.send([header], dst, TAG)]
+            posted = self._take(src)
+        finally:
+            with self._lock:
+                self._want.pop(src, None)
+        if arr.nbytes > INLINE_BYTES:
+            # No copy: we wait for these sends below, so the caller may change its array once we return.
+            data = torch.from_numpy((arr if arr.flags.writeable else arr.copy()).reshape(-1).view(np.uint8))
+            works += [pg.send([data[i:i + SEGMENT_BYTES]], dst, TAG) for i in range(0, arr.nbytes, SEGMENT_BYTES)]
+        got = self._finish(posted, src)
+        self._wait_sends(works, timedelta(seconds=self._timeout))
+        if self._send_error is not None:
+            raise RuntimeError(f"rank {self.rank}: sending to rank {dst} failed: {self._send_error}")
+        self._count_send(arr.nbytes)
+        self._trace("send", dst, arr.nbytes, start, start)
+        self._count_recv(got.nbytes)
+        self._trace("recv", src, got.nbytes, start, self._now())
+        self._last = time.perf_counter()
+        return got
+
+    def _take(self, src: int) -> tuple[Any, ...]:
+        """The next message from ``src`` whose receive the receiver thread has posted."""
+        try:
+            posted = self._inbox[src].get(timeout=self._timeout)
+        except queue.Empty:
+            raise TimeoutError(f"rank {self.rank} waited {self._timeout:g} s for a message from rank {src} "
+                               f"that never came: does rank {src} send it?") from None
+        if isinstance(posted, BaseException):
+            self._inbox[src].put(posted)  # every later receive from this peer fails the same way
+            raise RuntimeError(f"rank {self.rank}: receiving from rank {src} failed: {posted}") from posted
+        return posted
 
     def _listen(self, src: int) -> None:
         """Receiver thread: post the receive of each message from ``src`` as soon as its header lands.
@@ -171,12 +180,11 @@ class ProcessComm(Communicator):
         from datetime import timedelta
 
         forever = timedelta(seconds=FOREVER)
-        inbox = self._inbox[src]
         try:
             while True:
-                inbox.put(self._post(src, forever))
+                self._post(src, forever)
         except BaseException as exc:  # noqa: BLE001 - the peer is gone; recv() reports it
-            inbox.put(exc)
+            self._inbox[src].put(exc)
 
     def _post_header(self, src: int) -> tuple[Any, Any]:
         import torch
@@ -189,22 +197,29 @@ class ProcessComm(Communicator):
         header, work = self._headers.pop(src, None) or self._post_header(src)
         work.wait() if header_timeout is None else work.wait(header_timeout)
         dtype, shape, inline = decode_header(header.cpu().numpy())
-        if inline is not None:  # the whole message came in its header
-            arr, reqs = inline, []
-        else:
-            arr, reqs = self._post_payload(src, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
-        if self._progress:
-            # Post the next header now, behind this payload (gloo matches a peer's messages in order), so
-            # it is already waiting when the peer sends: no round trip before the next payload can flow.
-            # Only where the process ends with os._exit: a receive still posted when the interpreter
-            # exits can abort it ("terminate called without an active exception").
-            self._headers[src] = self._post_header(src)
+        with self._lock:
+            into = self._want.pop(src, None)
+            if inline is not None:  # the whole message came in its header
+                arr, reqs = inline, []
+            else:
+                into = into if into is not None and (into.dtype, into.shape) == (dtype, shape) else None
+                arr, reqs = self._post_payload(src, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, into)
+            if self._progress:
+                # Post the next header now, behind this payload (gloo matches a peer's messages in order),
+                # so it is already waiting when the peer sends: no round trip before the next payload can
+                # flow. Only where the process ends with os._exit: a receive still posted when the
+                # interpreter exits can abort it ("terminate called without an active exception").
+                self._headers[src] = self._post_header(src)
+                self._inbox[src].put((arr, reqs, dtype, shape))
         return arr, reqs, dtype, shape
 
-    def _post_payload(self, src: int, nbytes: int) -> tuple[Any, list[Any]]:
+    def _post_payload(self, src: int, nbytes: int, into: np.ndarray | None = None) -> tuple[Any, list[Any]]:
         import torch
 
-        if self._device == "cpu":  # NumPy owns the memory, so freed buffers return to the malloc pool
+        if into is not None:  # a sendrecv's out, of this message's dtype and shape
+            arr = into.reshape(-1).view(np.uint8)
+            buf = torch.from_numpy(arr)
+        elif self._device == "cpu":  # NumPy owns the memory, so freed buffers return to the malloc pool
             arr = np.empty(nbytes, dtype=np.uint8)
             buf = torch.from_numpy(arr)
         else:
