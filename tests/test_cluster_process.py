@@ -111,6 +111,55 @@ def test_comm_messages_never_match_the_users_own_torch_point_to_point():
     assert got == [([11.0] * 3, [0.0, 0.0]), ([10.0] * 3, [0.0, 0.0])]
 
 
+def sendrecv_ring(comm, n, dtype, into):
+    x = (np.arange(n) + 100 * comm.rank).astype(dtype)
+    nxt, prv = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    out = np.full(n, -1, dtype) if into else None
+    got = comm.sendrecv(x, nxt, prv, out=out)
+    return got, (got is out) if into else None
+
+
+@pytest.mark.parametrize("K", [2, 3])
+@pytest.mark.parametrize("n, dtype", [(3, np.float32), (1000, np.int64), ((1 << 20) // 8 + 5, np.float64)])
+def test_sendrecv_ring_matches_the_simulator_and_fills_out_in_place(K, n, dtype):
+    for into in (False, True):
+        proc = cluster.run(sendrecv_ring, K, backend="process", args=(n, dtype, into), quiet=True)
+        sim = cluster.run(sendrecv_ring, K, args=(n, dtype, into))
+        for r in range(K):
+            expect = (np.arange(n) + 100 * ((r - 1) % K)).astype(dtype)
+            np.testing.assert_array_equal(proc.values[r][0], expect)
+            assert proc.values[r][1] == sim.values[r][1]  # ``out`` itself is returned when given
+            assert proc.stats[r].bytes_sent == sim.stats[r].bytes_sent == expect.nbytes
+
+
+def test_sendrecv_send_half_is_eager_against_a_peer_that_receives_first():
+    # Rank 1 only sends after it has received: rank 0's sendrecv must deliver without waiting for rank 1.
+    def worker(comm):
+        big = np.arange(300_000, dtype=np.float64)
+        if comm.rank == 0:
+            got = comm.sendrecv(big, 1, 1)
+            big[:] = -1  # ours again once sendrecv returned: the peer already holds its own bytes
+            comm.send(big[:3], 1)
+            return float(got[0])
+        first = comm.recv(0)
+        time.sleep(0.2)
+        comm.send(first[:10] * 0 + 7.0, 0)
+        return float(first.sum()), comm.recv(0).tolist()
+
+    got = cluster.run(worker, 2, backend="process", quiet=True, timeout=60).values
+    assert got[0] == 7.0
+    assert got[1] == (float(np.arange(300_000, dtype=np.float64).sum()), [-1.0, -1.0, -1.0])
+
+
+def test_sendrecv_into_an_out_of_the_wrong_shape_is_a_clear_error():
+    def worker(comm):
+        comm.sendrecv(np.zeros(40_000), 1 - comm.rank, 1 - comm.rank, out=np.zeros(39_999))
+
+    with pytest.raises(cluster.RankError, match=r"received float64\[40000\] from rank \d but out is float64\[39999\]"):
+        cluster.run(worker, 2, backend="process", quiet=True, timeout=60)
+    assert no_leftover_workers()
+
+
 def test_functions_defined_at_runtime_travel_by_value():
     scale = 3.0
     fn = eval("lambda comm, s: comm.rank * s")  # like a function typed into a notebook cell

@@ -313,3 +313,45 @@ def test_bad_peer_or_time_is_a_clear_error(call, message):
 def test_network_rejects_negative_costs():
     with pytest.raises(ValueError, match="alpha >= 0"):
         cluster.Network(alpha=-1.0)
+
+
+def ring_step(comm, x):
+    return comm.sendrecv(x * comm.rank, (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size)
+
+
+@pytest.mark.parametrize("K", [2, 3, 5])
+def test_sendrecv_costs_and_counts_exactly_a_send_then_a_recv(K):
+    net = cluster.Network(alpha=1e-3, beta=1e-6)
+    x = np.arange(7, dtype=np.float64)
+    fused = cluster.run(ring_step, K, args=(x,), network=net)
+    split = cluster.run(ring_shift, K, args=(x,), network=net)
+    for r in range(K):
+        np.testing.assert_array_equal(fused.values[r], x * ((r - 1) % K))
+        same = ("messages_sent", "bytes_sent", "messages_received", "bytes_received", "sim_time")
+        assert [getattr(fused.stats[r], k) for k in same] == [getattr(split.stats[r], k) for k in same]
+
+
+def test_sendrecv_fills_out_in_place_and_returns_it():
+    def worker(comm):
+        out = np.full((2, 3), -1, np.int64)
+        got = comm.sendrecv(np.full((2, 3), comm.rank, np.int64), 1 - comm.rank, 1 - comm.rank, out=out)
+        return got is out, out
+
+    for r, (same, out) in enumerate(cluster.run(worker, 2).values):
+        assert same
+        np.testing.assert_array_equal(out, np.full((2, 3), 1 - r))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda comm: comm.sendrecv(np.zeros(1), comm.rank, 1 - comm.rank), "sendrecv with itself"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, 5), "src=5 is out of range"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 1 - comm.rank, 1 - comm.rank, out=[0.0]),
+     "out must be a writable, C-contiguous NumPy array"),
+    (lambda comm: comm.sendrecv(np.zeros(4), 1 - comm.rank, 1 - comm.rank, out=np.zeros(3, np.float32)),
+     r"received float64\[4\] from rank \d but out is float32\[3\]"),
+    (lambda comm: (lambda buf: comm.sendrecv(buf[:4], 1 - comm.rank, 1 - comm.rank, out=buf[2:6]))(np.zeros(8)),
+     "out overlaps the array being sent"),
+])
+def test_bad_sendrecv_arguments_are_a_clear_error(call, message):
+    with pytest.raises(cluster.RankError, match=message):
+        cluster.run(call, 2, timeout=10)

@@ -244,6 +244,9 @@ class Communicator:
         if out is not None and not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.flags.writeable):
             raise TypeError("comm.sendrecv: out must be a writable, C-contiguous NumPy array "
                             f"(got {type(out).__name__}); pass out=None to get a new array")
+        if out is not None and np.may_share_memory(arr, out):
+            raise ValueError("comm.sendrecv: out overlaps the array being sent, so the message could be "
+                             "overwritten before it leaves; receive into a separate array")
         got = self._sendrecv(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr), dst, src, out)
         if out is None or np.shares_memory(got, out):
             return got if out is None else out

@@ -1,9 +1,8 @@
 """Real processes under torch.distributed: the communicator for laptops, GPUs, Slurm and Ray.
 
-``ProcessComm`` sends a message as torch.distributed point-to-point messages on a tag of its own: a
-fixed-size int64 header (dtype string, ndim, shape, and the bytes themselves when at most
-INLINE_BYTES), then for larger messages the raw bytes in SEGMENT_BYTES pieces, so the receiver
-preallocates nothing. gloo moves bytes only into a posted receive, which shapes the rest:
+``ProcessComm`` sends a message as torch.distributed point-to-point messages in the format of
+``wire`` (a header with dtype and shape, then the bytes), so the receiver preallocates nothing. gloo
+moves bytes only into a posted receive, which shapes the rest:
 - sends are ``isend`` of a copy (eager, like the simulator): a ring where every rank sends first
   cannot deadlock, and the caller may change its array as soon as ``send`` returns;
 - a reaper thread waits on each send once and drops its buffer (a gloo send reports completion only
@@ -11,13 +10,13 @@ preallocates nothing. gloo moves bytes only into a posted receive, which shapes 
 - the next header's receive from a peer is posted as soon as the last one landed, and with
   ``progress=True`` (``cluster.run`` workers, the grader's ranks) a receiver thread per peer posts each
   payload's receive the moment its header arrives, whatever the rank's program is doing, as MPI's
-  progress engine does. ``recv`` takes the next posted message from that peer and waits for its bytes.
+  progress engine does. ``recv`` takes the next posted message from that peer and waits for its bytes;
+- ``sendrecv`` sends without a copy and receives into ``out`` in place (see ``_sendrecv``).
 ``run_process`` starts one OS process per rank (see ``_worker``), owns the rendezvous store on a port
 the OS picks, relays each rank's output, and ends the whole group on the first failure.
 """
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -124,10 +123,10 @@ class ProcessComm(Communicator):
         return arr
 
     def _sendrecv(self, arr: np.ndarray, dst: int, src: int, out: np.ndarray | None) -> np.ndarray:
-        """Headers first, payload after: by the time our bytes go, dst's receiver thread has posted their
-        receive (so gloo writes them from this thread while its own thread reads the other direction),
-        and src's bytes land in ``out`` when it is registered before src's header arrives."""
-        if not self._progress:  # nobody would post dst's receive while its program is busy: plain eager pair
+        """Two copies fewer than send + recv: src's message lands straight in ``out`` (registered here
+        before its header can arrive), and ours leaves without a copy, so we return only once it has left.
+        That wait depends on dst's receiver thread alone, never on dst's program: still eager."""
+        if not self._progress:  # no receiver thread to post dst's receives: the eager pair
             return super()._sendrecv(arr, dst, src, out)
         import torch
         from datetime import timedelta
@@ -141,20 +140,20 @@ class ProcessComm(Communicator):
                 self._want[src] = out
         try:
             works = [pg.send([header], dst, TAG)]
+            if arr.nbytes > INLINE_BYTES:
+                data = torch.from_numpy((arr if arr.flags.writeable else arr.copy()).reshape(-1).view(np.uint8))
+                works += [pg.send([data[i:i + SEGMENT_BYTES]], dst, TAG) for i in range(0, arr.nbytes, SEGMENT_BYTES)]
+            sent = self._now()
             posted = self._take(src)
         finally:
             with self._lock:
                 self._want.pop(src, None)
-        if arr.nbytes > INLINE_BYTES:
-            # No copy: we wait for these sends below, so the caller may change its array once we return.
-            data = torch.from_numpy((arr if arr.flags.writeable else arr.copy()).reshape(-1).view(np.uint8))
-            works += [pg.send([data[i:i + SEGMENT_BYTES]], dst, TAG) for i in range(0, arr.nbytes, SEGMENT_BYTES)]
         got = self._finish(posted, src)
-        self._wait_sends(works, timedelta(seconds=self._timeout))
+        self._wait_sends(works, timedelta(seconds=self._timeout))  # no copy: the caller's array is free only now
         if self._send_error is not None:
             raise RuntimeError(f"rank {self.rank}: sending to rank {dst} failed: {self._send_error}")
         self._count_send(arr.nbytes)
-        self._trace("send", dst, arr.nbytes, start, start)
+        self._trace("send", dst, arr.nbytes, start, sent)
         self._count_recv(got.nbytes)
         self._trace("recv", src, got.nbytes, start, self._now())
         self._last = time.perf_counter()
@@ -300,14 +299,3 @@ class ProcessComm(Communicator):
                                    f"within {self._timeout:g} s; does every send have a matching recv?")
         if self._send_error is not None:
             raise RuntimeError(f"rank {self.rank}: a send failed: {self._send_error}")
-
-
-def worker_env(world_size: int) -> dict[str, str]:
-    """Environment for a local worker: loopback transport, and no thread oversubscription."""
-    env = dict(os.environ)
-    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    threads = max(1, (os.cpu_count() or 1) // world_size)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env.setdefault(var, str(threads))
-    env["PYTHONUNBUFFERED"] = "1"
-    return env

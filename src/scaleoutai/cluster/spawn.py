@@ -19,7 +19,7 @@ import time
 from typing import IO, Any, Callable
 
 from .core import Faults, RankCrashed, RankError, RankStats, RunResult, RunTimeout
-from .process import CRASH_EXIT_CODE, worker_env
+from .process import CRASH_EXIT_CODE
 
 
 def relay(stream: IO[bytes], rank: int | str | None, quiet: bool) -> None:
@@ -163,3 +163,14 @@ def run_process(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: di
         kill(procs)
         del store
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def worker_env(world_size: int) -> dict[str, str]:
+    """Environment for a local worker: loopback transport, and no thread oversubscription."""
+    env = dict(os.environ)
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    threads = max(1, (os.cpu_count() or 1) // world_size)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env.setdefault(var, str(threads))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

@@ -82,7 +82,7 @@ def rank_env(base: Mapping[str, str], rank: int, local_rank: int, world: int, lo
 def run_local(script: str, workers: int, script_args: Sequence[str], env: Mapping[str, str],
               timeout: float | None) -> int:
     """``workers`` processes of ``python SCRIPT ARGS`` with rank variables on loopback."""
-    from ..process import worker_env
+    from ..spawn import worker_env
 
     port = free_port()
     cmd = [sys.executable, script, *script_args]
