@@ -500,9 +500,11 @@ ax.legend()
 # %% [markdown]
 # Read the two fits side by side. Torch's gloo all-reduce is C++ end to end and reduces each segment
 # while the next one arrives; ours pays, at every one of its $2(K-1)$ steps, for a header that must land
-# before the payload's receive can be posted (gloo moves bytes only into a posted receive), a copy of the
-# payload on send (so the caller may change its array the moment `send` returns), and a NumPy reduction
-# driven from Python after the transfer. Messages of at most 256 bytes ride inside their header, so the
+# before the payload's receive can be posted (gloo moves bytes only into a posted receive), Python on
+# both ends of every message, and a NumPy reduction after the transfer. Its steps are `sendrecv`s, which
+# already save two copies: a plain `send` copies the payload (so the caller may change its array the
+# moment `send` returns) and a plain `recv` returns a new array that the all-gather would copy into place.
+# Messages of at most 256 bytes ride inside their header, so the
 # ping-pong's intercept is one gloo message. Whether an overhead lands in the intercept ($\alpha$) or the
 # slope ($\beta$) tells you what to optimise first. $R^2$ says how well a straight line explains the medians:
 # on a busy shared machine the small sizes are noisy, and Chapter 5 shows how to report such numbers
@@ -558,6 +560,33 @@ except cluster.DeadlockError as err:
 # The fix is to break the symmetry (even ranks send first) or, as here, to use buffered sends:
 # `comm.send` returns before the message is received, so send-then-receive rings cannot deadlock.
 #
+# A step that both sends and receives has its own call, as in MPI (`MPI_Sendrecv`):
+# `comm.sendrecv(x, dst, src, out=None)`. It costs and counts exactly one send and one receive, and on
+# the simulator it *is* send-then-receive, so every formula above still holds. On real processes it is
+# the cheaper form: our bytes leave without a defensive copy, and with `out` the incoming bytes land
+# straight in place. The library's ring, recursive doubling and all-to-all are written with it; the
+# cell below checks that it changes nothing the model can see.
+
+# %%
+def ring_step_split(comm, x):
+    comm.send(x, (comm.rank + 1) % comm.size)
+    return comm.recv((comm.rank - 1) % comm.size)
+
+
+def ring_step_fused(comm, x):
+    out = np.empty_like(x)
+    return comm.sendrecv(x, (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size, out=out)
+
+
+xs = make_inputs(5, 1000, np.float32)
+split = cluster.run(lambda comm: ring_step_split(comm, xs[comm.rank]), 5, network=net)
+fused = cluster.run(lambda comm: ring_step_fused(comm, xs[comm.rank]), 5, network=net)
+for r in range(5):
+    assert_matches(fused.values[r], xs[(r - 1) % 5])
+    assert (fused.stats[r].bytes_sent, fused.stats[r].sim_time) == (split.stats[r].bytes_sent, split.stats[r].sim_time)
+print(f"sendrecv: same values, bytes and simulated time as send + recv ({fused.sim_time * 1e6:.1f} us)")
+
+# %% [markdown]
 # **A crashed rank.** `Faults(crash={2: 1})` stops rank 2 when it tries to send its second message:
 # fail-stop, halfway through the ring's reduce-scatter. Rank 3 waits for rank 2's block, learns that
 # rank 2 is gone (`PeerCrashedError`), and the run fails with a `RankError` that names rank 3 and
