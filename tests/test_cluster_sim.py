@@ -349,6 +349,8 @@ def test_sendrecv_fills_out_in_place_and_returns_it():
      "out must be a writable, C-contiguous NumPy array"),
     (lambda comm: comm.sendrecv(np.zeros(4), 1 - comm.rank, 1 - comm.rank, out=np.zeros(3, np.float32)),
      r"received float64\[4\] from rank \d but out is float32\[3\]"),
+    (lambda comm: comm.sendrecv(np.zeros(4), 1 - comm.rank, 1 - comm.rank, out=np.zeros(4, np.int64)),
+     r"received float64\[4\] from rank \d but out is int64\[4\]"),
     (lambda comm: (lambda buf: comm.sendrecv(buf[:4], 1 - comm.rank, 1 - comm.rank, out=buf[2:6]))(np.zeros(8)),
      "out overlaps the array being sent"),
 ])

@@ -233,8 +233,8 @@ class Communicator:
         """Send ``array`` to ``dst`` and receive the next message from ``src``, as one step (MPI_Sendrecv).
 
         Counts and costs exactly one send and one receive; on the simulator it *is* send then recv. On
-        real processes both directions flow at once and the bytes land straight in ``out`` (a writable
-        C-contiguous array of the message's shape and dtype), which is then returned. Chapter 4.
+        real processes the bytes land straight in ``out`` (a writable C-contiguous array of the message's
+        shape; another dtype of the same kind is cast to, after a copy), which is then returned. Chapter 4.
         """
         arr = as_message(array, "comm.sendrecv")
         dst, src = check_peer(dst, self.size, "dst"), check_peer(src, self.size, "src")
@@ -250,10 +250,10 @@ class Communicator:
         got = self._sendrecv(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr), dst, src, out)
         if out is None or np.shares_memory(got, out):
             return got if out is None else out
-        if got.shape != out.shape or got.dtype != out.dtype:
+        if got.shape != out.shape or not np.can_cast(got.dtype, out.dtype, "same_kind"):
             raise ValueError(f"comm.sendrecv: rank {self.rank} received {got.dtype}{list(got.shape)} from rank "
                              f"{src} but out is {out.dtype}{list(out.shape)}; size out like the message")
-        out[...] = got
+        np.copyto(out, got, casting="same_kind")  # as NumPy assignment would, minus lossy kind changes
         return out
 
     def _sendrecv(self, arr: np.ndarray, dst: int, src: int, out: np.ndarray | None) -> np.ndarray:

@@ -99,7 +99,7 @@ class DeviceMesh:
 class SubComm:
     """A sub-group of ``comm``'s ranks as a communicator: rank = index in ``ranks``, size = len(ranks).
 
-    send/recv translate group ranks to global ones; ``barrier`` is a gather-release over messages among
+    send/recv/sendrecv translate group ranks to global ones; ``barrier`` is a gather-release over messages among
     the group only; ``stats`` counts this group's traffic (the parent's stats count everything).
     """
 
@@ -131,6 +131,14 @@ class SubComm:
         self.stats.messages_received += 1
         self.stats.bytes_received += out.nbytes
         return out
+
+    def sendrecv(self, array: np.ndarray, dst: int, src: int, out: np.ndarray | None = None) -> np.ndarray:
+        got = self.parent.sendrecv(array, self._peer(dst, "dst"), self._peer(src, "src"), out=out)
+        self.stats.messages_sent += 1
+        self.stats.bytes_sent += np.asarray(array).nbytes
+        self.stats.messages_received += 1
+        self.stats.bytes_received += got.nbytes
+        return got
 
     def barrier(self) -> None:
         """Every member sends a token to group rank 0, which answers each once all have arrived."""
