@@ -62,13 +62,14 @@ import numpy as np
 from scaleoutai import cluster
 from scaleoutai import collectives as C
 from scaleoutai.parallel import mesh as MS
+from scaleoutai.parallel import scaling as SL
 
 GB = 1e9
 for name, psi in (("7B", 7e9), ("70B", 70e9)):
     print(f"{name}: weights+grads+Adam = 16 Psi = {16 * psi / GB:,.0f} GB  -> at least "
           f"{math.ceil(16 * psi / (80 * GB))} x 80 GB GPUs before activations")
-flops = MS.training_flops(70e9, 1.4e12)
-gpu_years = flops / (MS.H100_BF16_PEAK * 0.4) / (365 * 24 * 3600)
+flops = SL.training_flops(70e9, 1.4e12)
+gpu_years = flops / (SL.H100_BF16_PEAK * 0.4) / (365 * 24 * 3600)
 print(f"Chinchilla: C = 6 N D = {flops:.3g} FLOPs = {gpu_years:,.0f} H100-years at 40% MFU")
 assert flops == 6 * 70e9 * 1.4e12 and 16 * 7e9 > 80 * GB
 
@@ -498,19 +499,19 @@ assert abs(e_pp - MICRO / (MICRO + 1)) < 0.02, e_pp  # 1 - bubble (PP-1)/(m+PP-1
 # $(\mathrm{PP}-1)/(m + \mathrm{PP}-1)$ of Chapter 16.
 #
 # **The compute-optimal frontier.** For budgets from $10^{18}$ to $10^{26}$ FLOPs, the $N$ that
-# minimises the Chinchilla loss at fixed $C = 6ND$, found numerically (`MS.compute_optimal`, a
+# minimises the Chinchilla loss at fixed $C = 6ND$, found numerically (`SL.compute_optimal`, a
 # golden-section search on $\log N$) and checked against the closed form
 # $N^* = G\,(C/6)^{\beta/(\alpha+\beta)}$, $G = (\alpha A / \beta B)^{1/(\alpha+\beta)}$, compared with the
 # rule of thumb $D = 20N$ (from the paper's other two estimation approaches).
 
 # %%
 budgets = np.logspace(18, 26, 17)
-opt = np.array([MS.compute_optimal(c) for c in budgets])
-closed = np.array([MS.compute_optimal_closed_form(c) for c in budgets])
+opt = np.array([SL.compute_optimal(c) for c in budgets])
+closed = np.array([SL.compute_optimal_closed_form(c) for c in budgets])
 np.testing.assert_allclose(opt, closed, rtol=1e-5)
 N20 = np.sqrt(budgets / 120)  # C = 6 N (20 N)
-loss_opt = MS.chinchilla_loss(opt[:, 0], opt[:, 1])
-loss_20 = MS.chinchilla_loss(N20, 20 * N20)
+loss_opt = SL.chinchilla_loss(opt[:, 0], opt[:, 1])
+loss_20 = SL.chinchilla_loss(N20, 20 * N20)
 assert np.all(loss_opt <= loss_20 + 1e-12)
 fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
 a1.loglog(budgets, opt[:, 0], label="N* (parametric fit)")
@@ -528,10 +529,10 @@ a2.set_ylabel("predicted loss (nats/token)")
 a2.legend()
 a2.set_title("the frontier")
 plt.show()
-N_c, D_c = MS.compute_optimal(5.88e23)
+N_c, D_c = SL.compute_optimal(5.88e23)
 print(f"at Chinchilla's budget 5.88e23: N* = {N_c / 1e9:.1f}B, D* = {D_c / 1e12:.2f}T "
-      f"({D_c / N_c:.0f} tokens/parameter), loss {MS.chinchilla_loss(N_c, D_c):.4f}; "
-      f"70B on 1.4T: {MS.chinchilla_loss(70e9, 1.4e12):.4f}")
+      f"({D_c / N_c:.0f} tokens/parameter), loss {SL.chinchilla_loss(N_c, D_c):.4f}; "
+      f"70B on 1.4T: {SL.chinchilla_loss(70e9, 1.4e12):.4f}")
 
 # %% [markdown]
 # With the published fit (approach 3), the optimum wants far more than 20 tokens per parameter
@@ -547,10 +548,10 @@ print(f"at Chinchilla's budget 5.88e23: N* = {N_c / 1e9:.1f}B, D* = {D_c / 1e12:
 
 # %%
 for N, tps in ((7e9, 9500), (70e9, 950)):
-    u = MS.mfu(tps, N)
+    u = SL.mfu(tps, N)
     print(f"N = {N / 1e9:.0f}B at {tps:,} tokens/s per H100: MFU = 6 N tok/s / 989e12 = {u:.1%}")
-assert abs(MS.mfu(950, 70e9) - 6 * 70e9 * 950 / 989e12) < 1e-15
-gpu_hours = MS.training_flops(70e9, 1.4e12) / (0.4 * MS.H100_BF16_PEAK) / 3600
+assert abs(SL.mfu(950, 70e9) - 6 * 70e9 * 950 / 989e12) < 1e-15
+gpu_hours = SL.training_flops(70e9, 1.4e12) / (0.4 * SL.H100_BF16_PEAK) / 3600
 print(f"Chinchilla (5.88e23 FLOPs) at 40% MFU: {gpu_hours:,.0f} H100-hours = "
       f"{gpu_hours / 2048 / 24:.1f} days on 2,048 GPUs; at $2.50 per GPU-hour: ${gpu_hours * 2.5 / 1e6:.1f} M")
 
@@ -568,7 +569,7 @@ PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 
 if torch.cuda.is_available():
     dev = torch.device("cuda")
     gpu = torch.cuda.get_device_name(0)
-    peak = next((v for k, v in PEAKS.items() if k in gpu), MS.H100_BF16_PEAK)
+    peak = next((v for k, v in PEAKS.items() if k in gpu), SL.H100_BF16_PEAK)
     h, heads, s, b = 2048, 16, 2048, 8
     block = torch.nn.TransformerEncoderLayer(h, heads, 4 * h, dropout=0.0, batch_first=True, norm_first=True,
                                              device=dev, dtype=torch.bfloat16)
@@ -590,7 +591,7 @@ if torch.cuda.is_available():
     torch.cuda.synchronize()
     tok_s = GPU_STEPS * b * s / (time.perf_counter() - t0)
     print(f"{gpu}: block of {n_params / 1e6:.1f}M parameters, {tok_s:,.0f} tokens/s, "
-          f"MFU = 6 N tok/s / {peak / 1e12:.0f} TFLOP/s = {MS.mfu(tok_s, n_params, peak):.1%}")
+          f"MFU = 6 N tok/s / {peak / 1e12:.0f} TFLOP/s = {SL.mfu(tok_s, n_params, peak):.1%}")
 else:
     print("No CUDA device: skipping the GPU cell. With a GPU it trains one bf16 transformer block "
           "(h=2048, 16 heads, s=2048, batch 8) with AdamW and reports tokens/s and "

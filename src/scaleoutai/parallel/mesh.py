@@ -1,4 +1,4 @@
-"""Chapter 19: foundation-model training: a (dp, tp, pp) device mesh, its memory and traffic, scaling laws.
+"""Chapter 19: foundation-model training: a (dp, tp, pp) device mesh, its memory and its traffic.
 
 Mesh: P = dp * tp * pp ranks; rank = (p * dp + d) * tp + t, so the tp group is the fastest-varying
 (consecutive ranks: one node's NVLink domain), then dp, then pp (Megatron-LM's order). ``SubComm``
@@ -23,12 +23,10 @@ Memory (bytes per device, Psi parameters, mixed-precision Adam: 2 Psi + 2 Psi + 
 Traffic (bytes sent per device per step): DP ring all-reduce 2 (dp-1)/dp * 2 Psi / (tp pp); TP
 4 all-reduces per layer per micro-batch of s b h * 2 bytes, each 2 (tp-1)/tp of it; PP one activation
 forward and one gradient backward per micro-batch, s b h * 2 bytes each (an interior stage).
-Scaling laws (Hoffmann et al. 2022): L(N, D) = E + A / N^alpha + B / D^beta, compute C = 6 N D, and
-MFU = 6 N * tokens/s / peak FLOP/s (H100 SXM dense bf16: 989 TFLOP/s).
+Scaling laws and MFU: ``scaling``.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -42,13 +40,9 @@ from .pipeline import SCHEDULES, split_layers
 from .tensor import gather_block, shard_block, tp_block_backward, tp_block_forward
 
 __all__ = ["AXES", "DeviceMesh", "SubComm", "stack_init", "layer_params", "stack_mse", "train_reference",
-           "train_mesh", "MeshResult", "run_mesh", "memory_per_device", "comm_per_step", "CHINCHILLA",
-           "H100_BF16_PEAK", "chinchilla_loss", "compute_optimal", "compute_optimal_closed_form",
-           "training_flops", "mfu"]
+           "train_mesh", "MeshResult", "run_mesh", "memory_per_device", "comm_per_step"]
 
 AXES = ("dp", "tp", "pp")
-H100_BF16_PEAK = 989e12  # FLOP/s, dense bf16, H100 SXM
-CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 
 
 # --- the mesh and its sub-group communicators -----------------------------------------------------
@@ -350,52 +344,3 @@ def comm_per_step(psi: float, layers: int, hidden: int, seq: int, batch: int, mi
            "pp": 2 * micro_batches * act if pp > 1 else 0.0}
     out["total"] = sum(out.values())
     return out
-
-
-# --- scaling laws and utilisation ------------------------------------------------------------------
-
-def chinchilla_loss(N: Any, D: Any, E: float = 1.69, A: float = 406.4, B: float = 410.7, alpha: float = 0.34,
-                    beta: float = 0.28) -> Any:
-    """L(N, D) = E + A / N^alpha + B / D^beta (Hoffmann et al. 2022, approach 3), in nats per token."""
-    return E + A / np.power(N, alpha) + B / np.power(D, beta)
-
-
-def training_flops(N: float, D: float) -> float:
-    """C = 6 N D: 2 N FLOPs per token forward, 4 N backward."""
-    return 6.0 * N * D
-
-
-def compute_optimal(C: float, iters: int = 200, **constants: float) -> tuple[float, float]:
-    """(N, D) minimising L(N, C / (6N)): golden-section search on log N (L is convex in log N)."""
-    if not C > 0:
-        raise ValueError(f"compute budget C must be positive FLOPs, got {C}")
-    f = lambda x: chinchilla_loss(math.exp(x), C / (6 * math.exp(x)), **constants)  # noqa: E731
-    lo, hi = 0.0, math.log(C / 6)  # N from 1 to C/6 (D = 1 token)
-    r = (math.sqrt(5) - 1) / 2
-    a, b = hi - r * (hi - lo), lo + r * (hi - lo)
-    fa, fb = f(a), f(b)
-    for _ in range(iters):
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - r * (hi - lo)
-            fa = f(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + r * (hi - lo)
-            fb = f(b)
-    N = math.exp((lo + hi) / 2)
-    return N, C / (6 * N)
-
-
-def compute_optimal_closed_form(C: float, A: float = 406.4, B: float = 410.7, alpha: float = 0.34,
-                                beta: float = 0.28) -> tuple[float, float]:
-    """N* = G (C/6)^(beta/(alpha+beta)), D* = (C/6)^(alpha/(alpha+beta)) / G, G = (alpha A / (beta B))^(1/(alpha+beta))."""
-    G = (alpha * A / (beta * B)) ** (1 / (alpha + beta))
-    return G * (C / 6) ** (beta / (alpha + beta)), (C / 6) ** (alpha / (alpha + beta)) / G
-
-
-def mfu(tokens_per_s: float, N: float, peak_flops: float = H100_BF16_PEAK) -> float:
-    """Model FLOP utilisation: 6 N tokens/s / peak (recomputation not counted: that is HFU)."""
-    if not peak_flops > 0:
-        raise ValueError(f"peak_flops must be positive, got {peak_flops}")
-    return 6.0 * N * tokens_per_s / peak_flops
