@@ -1,8 +1,8 @@
 """Chapter 4: collective communication built from point-to-point ``comm.send`` / ``comm.recv`` only.
 
 A step where a rank both sends and receives is written ``comm.sendrecv`` (MPI_Sendrecv): on the
-simulator it is exactly send then recv; on real processes both directions flow at once and the bytes
-can land in place (Chapter 4 measures the difference).
+simulator it is exactly send then recv; on real processes it saves copies (the payload leaves without
+one, and with ``out`` the incoming bytes land in place).
 
 Every function is called on every rank of a group of K = comm.size ranks, for any K >= 1, any length
 (including lengths not divisible by K or shorter than K) and any numeric dtype; reductions take

@@ -93,8 +93,8 @@ class DeviceMesh:
 class SubComm:
     """A sub-group of ``comm``'s ranks as a communicator: rank = index in ``ranks``, size = len(ranks).
 
-    send/recv/sendrecv translate group ranks to global ones; ``barrier`` is a gather-release over messages among
-    the group only; ``stats`` counts this group's traffic (the parent's stats count everything).
+    send/recv/sendrecv translate group ranks to global ones; ``barrier`` is a gather-release over
+    messages among the group only; ``stats`` counts this group's traffic (the parent's count everything).
     """
 
     def __init__(self, comm: Any, ranks: Sequence[int]):
