@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 import traceback
+from typing import Any
 
 
 def _die_with_parent() -> None:
@@ -38,6 +39,33 @@ def _fail(out: str, exc: BaseException) -> None:
     os._exit(1)
 
 
+def join_group(rank: int, size: int, port: int, timeout: float, host_store: bool = False, **comm_kwargs: Any) -> Any:
+    """Join the gloo group of ``size`` local ranks whose store is on 127.0.0.1:``port`` (rank 0 hosts it
+    when ``host_store``) and return this rank's ProcessComm, with receiver threads: the process must end
+    with ``os._exit`` (see ``process``). Shared by ``cluster.run`` and the grader's forked ranks."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from scaleoutai.cluster.process import ProcessComm
+
+    td = timedelta(seconds=timeout)
+    store = dist.TCPStore("127.0.0.1", port, size, host_store and rank == 0, td, wait_for_workers=False)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=td)
+    return ProcessComm(rank, size, timeout=timeout, progress=True, **comm_kwargs)
+
+
+def call_rank(fn: Any, comm: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    """``fn(comm, *args, **kwargs)``, then wait until this rank's messages are delivered and every rank
+    is done: nobody closes its sockets while a peer still reads from them."""
+    import torch.distributed as dist
+
+    value = fn(comm, *args, **(kwargs or {}))
+    comm.flush()
+    dist.barrier()
+    return value
+
+
 def _start(tmp: str, rank: int, size: int, port: int) -> tuple[dict, object]:
     """Load the job and join the group; any failure here is reported like a failure in fn."""
     import json
@@ -50,17 +78,7 @@ def _start(tmp: str, rank: int, size: int, port: int) -> tuple[dict, object]:
                 sys.path.insert(0, p)
     with open(os.path.join(tmp, "job.pkl"), "rb") as f:
         job = cloudpickle.load(f)
-    from datetime import timedelta
-
-    import torch.distributed as dist
-
-    from scaleoutai.cluster.process import ProcessComm
-
-    timeout = timedelta(seconds=job["timeout"])
-    store = dist.TCPStore("127.0.0.1", port, None, False, timeout)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=timeout)
-    return job, ProcessComm(rank, size, trace=job["trace"], faults=job["faults"], timeout=job["timeout"],
-                            progress=True)
+    return job, join_group(rank, size, port, job["timeout"], trace=job["trace"], faults=job["faults"])
 
 
 def main(argv: list[str]) -> int:
@@ -71,14 +89,10 @@ def main(argv: list[str]) -> int:
         job, comm = _start(tmp, rank, size, port)
     except BaseException as exc:  # noqa: BLE001
         _fail(out, exc)
-    import torch.distributed as dist
-
     from scaleoutai.cluster.process import CRASH_EXIT_CODE, InjectedCrash
 
     try:
-        value = job["fn"](comm, *job["args"], **job["kwargs"])
-        comm.flush()
-        dist.barrier()  # nobody closes its sockets while a peer still reads from them
+        value = call_rank(job["fn"], comm, job["args"], job["kwargs"])
     except InjectedCrash:
         sys.stdout.flush()
         _write(out, {"ok": False, "time": time.time(), "summary": "crashed", "traceback": ""})

@@ -194,11 +194,8 @@ def run_forked(fn: Any, size: int, per_rank: tuple, timeout: float, arrays: dict
 
 def _fork_ranks(fn: Any, size: int, per_rank: tuple, timeout: float, arrays: dict, port: int, tmp: str) -> dict:
     import signal
-    from datetime import timedelta
 
-    import torch.distributed as dist
-
-    from scaleoutai.cluster.process import ProcessComm
+    from scaleoutai.cluster._worker import call_rank, join_group
 
     pids = []
     for r in range(size):
@@ -206,13 +203,8 @@ def _fork_ranks(fn: Any, size: int, per_rank: tuple, timeout: float, arrays: dic
         if pid == 0:
             code, sub, meta = 1, {}, {}
             try:
-                td = timedelta(seconds=timeout)
-                store = dist.TCPStore("127.0.0.1", port, size, r == 0, td, wait_for_workers=False)
-                dist.init_process_group("gloo", store=store, rank=r, world_size=size, timeout=td)
-                comm = ProcessComm(r, size, timeout=timeout, progress=True)
-                value = fn(comm, *per_rank[r])
-                comm.flush()
-                dist.barrier()
+                comm = join_group(r, size, port, timeout, host_store=True)
+                value = call_rank(fn, comm, per_rank[r])
                 meta = {"rank": _record(value, "v", sub), "stats": comm.stats.as_dict()}
                 code = 0
             except BaseException as exc:  # noqa: BLE001
