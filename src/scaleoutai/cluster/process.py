@@ -93,21 +93,27 @@ class ProcessComm(Communicator):
             raise InjectedCrash
         self._straggle()
 
-    def _send(self, arr: np.ndarray, dst: int) -> None:
+    def _post_message(self, arr: np.ndarray, dst: int, copy: bool) -> tuple[list[Any], list[Any]]:
+        """Hand ``arr`` to gloo in the ``wire`` format: its header, then above INLINE_BYTES its bytes in
+        SEGMENT_BYTES pieces. Returns (sends to wait on once each, the tensors they read). ``copy=False``
+        sends arr's own memory: the caller must not return before those sends complete."""
         import torch
 
-        self._before_send()
-        start = self._now()
         pg = self._group()  # the group object itself: dist.isend's Python checks cost more than a segment
         header = torch.from_numpy(encode_header(arr)).to(self._device)
-        works = [pg.send([header], dst, TAG)]
-        keep: list[Any] = [header]
+        works, keep = [pg.send([header], dst, TAG)], [header]
         if arr.nbytes > INLINE_BYTES:
-            # A copy: the caller may change its array as soon as send returns (value semantics).
-            payload = torch.from_numpy(arr.reshape(-1).view(np.uint8).copy()).to(self._device)
+            raw = arr.reshape(-1).view(np.uint8)
+            payload = torch.from_numpy(raw.copy() if copy or not raw.flags.writeable else raw).to(self._device)
             works += [pg.send([payload[i:i + SEGMENT_BYTES]], dst, TAG) for i in range(0, arr.nbytes, SEGMENT_BYTES)]
             keep.append(payload)
-        self._hand_to_reaper(works, keep)
+        return works, keep
+
+    def _send(self, arr: np.ndarray, dst: int) -> None:
+        self._before_send()
+        start = self._now()
+        # A copy: the caller may change its array as soon as send returns (value semantics).
+        self._hand_to_reaper(*self._post_message(arr, dst, copy=True))
         self._count_send(arr.nbytes)
         self._trace("send", dst, arr.nbytes, start, self._now())
         self._last = time.perf_counter()
@@ -128,21 +134,16 @@ class ProcessComm(Communicator):
         That wait depends on dst's receiver thread alone, never on dst's program: still eager."""
         if not self._progress:  # no receiver thread to post dst's receives: the eager pair
             return super()._sendrecv(arr, dst, src, out)
-        import torch
         from datetime import timedelta
 
         self._before_send()
         start = self._now()
-        pg = self._group()
-        header = torch.from_numpy(encode_header(arr))
+        self._group()  # starts the receiver threads on first use
         with self._lock:
             if out is not None and self._inbox[src].empty():  # else an earlier message is next in line
                 self._want[src] = out
         try:
-            works = [pg.send([header], dst, TAG)]
-            if arr.nbytes > INLINE_BYTES:
-                data = torch.from_numpy((arr if arr.flags.writeable else arr.copy()).reshape(-1).view(np.uint8))
-                works += [pg.send([data[i:i + SEGMENT_BYTES]], dst, TAG) for i in range(0, arr.nbytes, SEGMENT_BYTES)]
+            works, keep = self._post_message(arr, dst, copy=False)
             sent = self._now()
             posted = self._take(src)
         finally:
@@ -150,6 +151,7 @@ class ProcessComm(Communicator):
                 self._want.pop(src, None)
         got = self._finish(posted, src)
         self._wait_sends(works, timedelta(seconds=self._timeout))  # no copy: the caller's array is free only now
+        del keep
         if self._send_error is not None:
             raise RuntimeError(f"rank {self.rank}: sending to rank {dst} failed: {self._send_error}")
         self._count_send(arr.nbytes)
