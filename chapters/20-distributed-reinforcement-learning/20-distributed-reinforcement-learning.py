@@ -357,6 +357,9 @@ class RolloutWorker:
         self.env, self.rng = actor_streams(cfg, actor)
         self.params = rl.init_params(cfg)
 
+    def ready(self):
+        return os.getpid()
+
     def rollout(self, flat, version):
         self.params = M.unflatten(flat, self.params)
         return rl.rollout(self.params, self.env, self.rng, self.cfg), version, os.getpid()
@@ -366,6 +369,9 @@ def ray_learner(n_updates, n_actors, cfg, crash_at=None, timeout=60.0):
     """Driver-side learner: consume trajectories as they complete. With ``crash_at``, kill actor 0 right
     after it is given a request at update >= crash_at; at the end, wait for the restarted actor to answer."""
     workers = [RolloutWorker.remote(cfg, a) for a in range(1, n_actors + 1)]
+    # Actor processes start in parallel and may take seconds on a busy machine: wait for all of them,
+    # or the first ones up would serve every request (and actor 0 might never be there to be killed).
+    ray.get([w.ready.remote() for w in workers], timeout=timeout)
     params = rl.init_params(cfg)
     opt = M.adam_init(params)
     pending = {w.rollout.remote(M.flatten(params), 0): i for i, w in enumerate(workers)}
