@@ -8,6 +8,7 @@ describe the case (world size, length, dtype) and the error, never the reference
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -86,6 +87,8 @@ class CaseResult:
     arrays: dict[str, np.ndarray]
     plan: Plan = field(default_factory=Plan)
     source: str = ""  # the student's code, for static checks
+    trace: list = field(default_factory=list)  # the grader's TraceEvents: who sent what to whom, when
+    messages: list = field(default_factory=list)  # (src, dst, payload) when the case records them
 
     def per_rank(self, name: str) -> list[np.ndarray]:
         """The grader's own copy of a per-rank input (never what came back from the sandbox)."""
@@ -95,6 +98,7 @@ class CaseResult:
         return self.plan.shared(self.case, name)
 
     def stats(self, rank: int) -> dict[str, int]:
+        """Rank ``rank``'s messages and bytes as the grader counted them (never the student's comm.stats)."""
         stats = self.meta.get("stats")
         if not isinstance(stats, list) or len(stats) != self.case.world_size or not isinstance(stats[rank], dict):
             raise Fail("the communicator statistics did not come back")
@@ -146,8 +150,18 @@ def close(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, what: str)
                    f"tolerance {atol:g} + {rtol:g}*|expected|)")
 
 
+SOURCE_CAP = 256 * 1024  # the grader parses no more student code than this
+
+
+@functools.lru_cache(maxsize=8)
 def forbidden_calls(source: str, modules: tuple[str, ...], names: tuple[str, ...]) -> list[str]:
-    """Imports of ``modules`` and attribute calls named ``names`` found in the student's code."""
+    """Imports of ``modules`` and attribute calls named ``names`` found in the student's code.
+
+    A friendly early message only: the sandbox makes the forbidden modules unimportable. Parsed once
+    per submission (cached) and never beyond SOURCE_CAP characters, so a huge notebook cannot stall
+    the grader."""
+    if len(source) > SOURCE_CAP:
+        return [f"code of {len(source) >> 10} KB, more than the {SOURCE_CAP >> 10} KB the check reads"]
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:

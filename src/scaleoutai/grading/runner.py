@@ -17,7 +17,8 @@ from pathlib import Path
 
 from . import results as R
 from .labs import Lab, read_cells
-from .sandbox import UID_BASE, Limits, Zygote, kill_uid, probe_mode
+from .jail import Limits
+from .sandbox import UID_BASE, UIDS_PER_SLOT, SetupFailed, Zygote, kill_uid, probe_mode
 
 log = logging.getLogger("scaleoutai.grading")
 
@@ -41,6 +42,9 @@ class Summary:
     def line(self) -> str:
         return (f"graded {self.graded} (of which {self.failed} failed to run), skipped {self.skipped} already "
                 f"graded, {self.seconds:.1f} s; gradebook: {self.out / 'gradebook.csv'}")
+
+
+RESERVED = {"gradebook.csv", "gradebook", "submissions"}
 
 
 def _clean_id(name: str) -> str:
@@ -72,12 +76,13 @@ def find_submissions(paths: list[Path]) -> list[Submission]:
                 found.append(Submission(_clean_id(d.name), inner[0] if len(inner) == 1 else None, problem))
         else:
             raise UserError(f"{p} does not exist; pass notebooks or folders of submissions")
-    seen: dict[str, int] = {}
-    for s in found:
-        n = seen.get(s.id, 0)
-        seen[s.id] = n + 1
-        if n:
-            s.id = f"{s.id}-{n + 1}"
+    taken: set[str] = set()
+    for s in found:  # unique, and never a name the grader writes itself (gradebook.csv)
+        base, n = s.id, 1
+        while s.id in taken or s.id.lower() in RESERVED:
+            n += 1
+            s.id = f"{base}-{n}"
+        taken.add(s.id)
     return found
 
 
@@ -106,25 +111,26 @@ def grade_batch(lab: Lab, paths: list[Path], out: Path, jobs: int = 1, limits: L
             log.warning("no mount/network namespaces here: student code runs as an unprivileged uid with rlimits, "
                         "but can reach the network and world-readable files (make grading/ mode 700)")
     isolated = limits.mode in ("full", "uid")
-    root = lab.folder.parent.parent
-    limits.hide = sorted({str(p.resolve()) for p in [root / "labs", root / "grading", out, *paths] if p.exists()})
     base = Path(tempfile.mkdtemp(prefix="scaleout-grade-"))
     os.chmod(base, 0o711)
-    uids, locks = reserve_uids(max(1, jobs)) if isolated else ([UID_BASE + i for i in range(max(1, jobs))], [])
+    slots = max(1, jobs)
+    uids, locks = reserve_uids(slots) if isolated else ([UID_BASE + UIDS_PER_SLOT * i for i in range(slots)], [])
     if isolated:
-        limits.hide.append(str(base))
-        for uid in uids:  # leftovers of a batch that was killed halfway while holding this uid
-            kill_uid(uid)
-    zygote = Zygote() if todo else None  # a fresh process, started before the hidden tests are imported
+        for first in uids:  # leftovers of a batch that was killed halfway while holding these uids
+            for uid in range(first, first + UIDS_PER_SLOT):
+                kill_uid(uid)
     try:
         if todo:
-            from .engine import load_hidden
+            from .engine import load_hidden, unimportable_files
 
-            hidden = load_hidden(lab)
-            _run(hidden, todo, out, base, uids, limits, isolated, zygote, summary, quiet)
+            zygote = Zygote(limits.mode)  # a fresh process, started before the hidden tests are imported
+            try:
+                hidden = load_hidden(lab)
+                limits.unimportable = unimportable_files(hidden, zygote.roots)
+                _run(hidden, todo, out, base, uids, limits, zygote, summary, quiet)
+            finally:
+                zygote.close()
     finally:
-        if zygote:
-            zygote.close()
         for fd in locks:
             os.close(fd)
         shutil.rmtree(base, ignore_errors=True)
@@ -134,15 +140,15 @@ def grade_batch(lab: Lab, paths: list[Path], out: Path, jobs: int = 1, limits: L
 
 
 def reserve_uids(n: int, pool: int = 256) -> tuple[list[int], list[int]]:
-    """Lock ``n`` sandbox uids for this batch (flock on a file per uid), so that two batches running at
-    once never share a uid: each batch kills every process of its uids after each submission."""
+    """Lock ``n`` blocks of UIDS_PER_SLOT sandbox uids for this batch (flock on a file per block), so that
+    two batches running at once never share a uid; returns the first uid of each block."""
     import fcntl
 
     folder = Path(tempfile.gettempdir()) / "scaleout-grader-uids"
     folder.mkdir(mode=0o700, exist_ok=True)
     uids: list[int] = []
     locks: list[int] = []
-    for uid in range(UID_BASE, UID_BASE + pool):
+    for uid in range(UID_BASE, UID_BASE + pool * UIDS_PER_SLOT, UIDS_PER_SLOT):
         fd = os.open(folder / f"{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -155,49 +161,73 @@ def reserve_uids(n: int, pool: int = 256) -> tuple[list[int], list[int]]:
             return uids, locks
     for fd in locks:
         os.close(fd)
-    raise RuntimeError(f"all {pool} sandbox uids are in use by other grading batches; wait for one to finish")
+    raise RuntimeError(f"all {pool} blocks of sandbox uids are in use by other grading batches; wait for one to finish")
 
 
-def _run(hidden, todo: list[Submission], out: Path, base: Path, uids: list[int], limits: Limits, isolated: bool,
+def grade_one(hidden, sub: Submission, cells: list[dict], zygote: Zygote, base: Path, first_uid: int,
+              cpu: int | None, limits: Limits) -> dict:
+    """Run every case of one submission in its sandboxes and grade what the grader observed."""
+    from .engine import RunReport, grade_run
+    from .hub import SubmissionRun
+
+    t = time.perf_counter()
+    tag = f"s{os.urandom(5).hex()}"
+    run = SubmissionRun(zygote, tag, list(range(first_uid, first_uid + UIDS_PER_SLOT)), cpu, str(base / tag),
+                        limits, cells, hidden.plan)
+    outcomes, setup_error = {}, ""
+    try:
+        try:
+            run.ensure(1)  # rank 0 runs the cells first: its output is "what your notebook printed"
+            for case in hidden.plan.cases:
+                outcomes[case.id] = run.run(case)
+        except SetupFailed as exc:
+            setup_error = str(exc)
+        except (EOFError, TimeoutError):
+            pass  # rank 0 died or hung in the cells: reported as such below
+    finally:
+        run.close()
+    report = RunReport(outcomes, run.cells_report, setup_error, run.confinement)
+    return grade_run(hidden, report, cells, limits, wall=time.perf_counter() - t)
+
+
+def _run(hidden, todo: list[Submission], out: Path, base: Path, uids: list[int], limits: Limits,
          zygote: Zygote, summary: Summary, quiet: bool) -> None:
-    from .engine import grade_workdir, prepare_workdir, remove_workdir
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .engine import grade_run
 
     bar = _progress(len(todo), quiet)
     cpus = sorted(os.sched_getaffinity(0))
     jobs = len(uids)
     free = list(range(jobs))
-    running: dict[str, tuple[Submission, Path, int, list, float]] = {}
-    queue = list(todo)
+    import threading
 
-    def finish(sub: Submission, res: dict) -> None:
-        R.write_results(out / sub.id / "results.json", res)
-        summary.graded += 1
-        summary.failed += res["scaleout"].get("status") != "ok"
-        bar.update(1)
+    lock = threading.Lock()
 
-    while queue or running:
-        while queue and free:
-            sub = queue.pop(0)
-            t = time.perf_counter()
+    def one(sub: Submission) -> None:
+        try:
+            cells = read_cells(sub.notebook) if sub.notebook else None
+            problem = sub.problem
+        except ValueError as exc:
+            cells, problem = None, str(exc)
+        if cells is None:
+            res = grade_run(hidden, None, None, limits, error=problem or "no notebook found")
+        else:
+            with lock:
+                slot = free.pop(0)
             try:
-                cells = read_cells(sub.notebook) if sub.notebook else None
-                problem = sub.problem
-            except ValueError as exc:
-                cells, problem = None, str(exc)
-            if cells is None:
-                finish(sub, grade_workdir(hidden, None, None, None, limits, error=problem or "no notebook found"))
-                continue
-            slot = free.pop(0)
-            uid = uids[slot] if isolated else None
-            workdir = base / f"{sub.id}-{os.urandom(6).hex()}"
-            prepare_workdir(workdir, cells, hidden, limits, uid)
-            zygote.submit(sub.id, str(workdir), uids[slot], limits, cpus[slot % len(cpus)] if jobs > 1 else None)
-            running[sub.id] = (sub, workdir, slot, cells, t)
-        for done in zygote.poll(0.05):
-            sub, workdir, slot, cells, t = running.pop(done["id"])
-            try:
-                finish(sub, grade_workdir(hidden, workdir, done, cells, limits, wall=time.perf_counter() - t))
+                res = grade_one(hidden, sub, cells, zygote, base, uids[slot],
+                                cpus[slot % len(cpus)] if jobs > 1 else None, limits)
             finally:
-                remove_workdir(workdir)
-                free.append(slot)
+                with lock:
+                    free.append(slot)
+        R.write_results(out / sub.id / "results.json", res)
+        with lock:
+            summary.graded += 1
+            summary.failed += res["scaleout"].get("status") != "ok"
+            bar.update(1)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for f in [pool.submit(one, sub) for sub in todo]:
+            f.result()
     bar.close()

@@ -1,178 +1,41 @@
-"""The limited process that runs student code (Chapter 1 labs, grading).
+"""The zygote: a clean, warm process that forks every sandbox of a grading batch.
 
-A *zygote* is forked from the grader before any hidden test is imported. It preloads numpy, torch and
-the communicator once, then forks one child per submission. The child, still root, enters a private
-mount and network namespace, hides ``grading/``, ``labs/``, the results and every other submission
-under empty read-only tmpfs mounts, brings up its own loopback (for the process backend), drops to an
-unprivileged uid of its own (one per job slot, so ``RLIMIT_NPROC`` and file permissions separate
-concurrent students), applies rlimits and runs ``driver.main``. The zygote enforces the wall-clock
-timeout and kills every process of the slot's uid afterwards (``kill(-1)`` as that uid), so a fork bomb
-that calls ``setsid`` still dies. Without root the child only gets rlimits, a timeout and its own
-working directory; ``Limits.mode`` says which one ran ("full", "uid" or "none").
+It is a fresh interpreter started with a minimal environment (nothing of the grader's variables exists
+anywhere in its memory), before any hidden test is imported. It preloads numpy, torch and the
+communicator once, then serves requests on a SOCK_SEQPACKET socket: ``spawn`` forks a sandbox whose
+ranks each get one channel descriptor (passed with SCM_RIGHTS by the grader), ``kill`` ends one, and
+``release`` drops a submission's working folders. A sandbox reports a successful set-up on a pipe that
+is closed before student code runs, so a student cannot forge a set-up failure. In full mode the
+zygote lives in a private mount namespace, and each submission's working folders are a size-capped
+tmpfs that only its sandboxes see.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
-import resource
 import select
 import signal
 import socket
-import struct
 import sys
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
+
+from .jail import (CLONE_NEWNS, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG, Limits, check,
+                   enter_jail, import_roots, libc, loopback_up, mount, umount, unshare_all)
 
 log = logging.getLogger("scaleoutai.grading")
 
-CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
-UID_BASE = 61000  # uids 61000.. are the job slots; no passwd entry is needed to run as one
-SETUP_FAILED = 86  # exit status of a child whose sandbox could not be built (fail closed)
-DRIVER_FAILED = 87  # the trusted driver itself failed before handing anything back
-
-
-@dataclass
-class Limits:
-    """What one submission may use. ``memory_mb`` is RLIMIT_AS per process (torch maps ~1 GB)."""
-
-    timeout: float = 60.0
-    memory_mb: int = 2048
-    nproc: int = 64
-    fsize_mb: int = 64
-    nofile: int = 256
-    hide: list[str] = field(default_factory=list)  # paths the student must not see
-    mode: str = "auto"  # "full": namespaces + uid drop; "uid": uid drop only; "none"; "auto": best that works
+UID_BASE = 61000  # uids 61000.. are the sandboxes' uids; no passwd entry is needed to run as one
+UIDS_PER_SLOT = 16  # one uid per rank: ranks of one submission cannot read or signal each other
+ZYGOTE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+              "OPENBLAS_NUM_THREADS": "1", "TORCH_CPP_LOG_LEVEL": "ERROR", "PYTHONDONTWRITEBYTECODE": "1",
+              "MPLBACKEND": "Agg", "HOME": "/nonexistent"}
 
 
 def is_root() -> bool:
     return os.geteuid() == 0
-
-
-_libc = None
-
-
-def libc() -> ctypes.CDLL:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-    return _libc
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = lambda s: None if s is None else s.encode()  # noqa: E731
-    _check(libc().mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
-
-
-def _loopback_up() -> None:
-    """A new network namespace has only ``lo``, and it is down: bring it up (SIOCSIFFLAGS)."""
-    import fcntl
-
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        req = struct.pack("16sH", b"lo", 0)
-        flags = struct.unpack("16sH", fcntl.ioctl(s, 0x8913, req)[:18])[1]
-        fcntl.ioctl(s, 0x8914, struct.pack("16sH", b"lo", flags | 0x1 | 0x40))  # IFF_UP | IFF_RUNNING
-    finally:
-        s.close()
-
-
-def _blocked_ancestor(path: str) -> str | None:
-    """The topmost ancestor of ``path`` that others cannot traverse (e.g. /root, mode 700)."""
-    parts = os.path.abspath(path).split(os.sep)[1:]
-    cur = ""
-    for p in parts[:-1]:
-        cur += os.sep + p
-        try:
-            if not os.stat(cur).st_mode & 0o001:
-                return cur
-        except OSError:
-            return None
-    return None
-
-
-def _reveal_interpreter(extra: list[str]) -> None:
-    """Make the Python prefix, sys.path and ``extra`` reachable when under a private dir (/root, 0700).
-
-    The private directory is covered by a tmpfs (so nothing else in it shows) and only the needed
-    subtrees are bound back read-only, through O_PATH descriptors opened before the cover.
-    """
-    extra = [os.path.realpath(p) for p in extra]
-    needed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(
-        sys.executable)), *sys.path, *extra) if p and os.path.isdir(p)}
-    groups: dict[str, list[str]] = {}
-    for p in sorted(needed):
-        top = _blocked_ancestor(p)
-        if top:
-            groups.setdefault(top, []).append(p)
-    for top, paths in groups.items():
-        paths = [p for p in paths if not any(p != q and p.startswith(q + os.sep) for q in paths)]
-        fds = {p: os.open(p, os.O_PATH) for p in paths}
-        _mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-        for p, fd in fds.items():
-            os.makedirs(p, exist_ok=True)
-            _mount(f"/proc/self/fd/{fd}", p, None, MS_BIND | MS_REC)
-            if p not in extra:
-                _mount(None, p, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
-            os.close(fd)
-        _mount(None, top, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755")
-
-
-def _hide(paths: list[str], keep: str) -> None:
-    """Cover each path with an empty read-only mount; ``keep`` (the working dir) is bound back."""
-    keep_fd = os.open(keep, os.O_PATH)
-    for p in sorted({os.path.realpath(p) for p in paths if os.path.lexists(p)}, key=len, reverse=True):
-        holds_keep = keep.startswith(p + os.sep)
-        if os.path.isdir(p):  # tmpfs modes are fixed at mount time: 0711 only where the working dir sits
-            _mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={'0711' if holds_keep else '0000'},size=64k")
-        else:
-            _mount("/dev/null", p, None, MS_BIND)
-        if holds_keep:
-            os.makedirs(keep, exist_ok=True)
-            _mount(f"/proc/self/fd/{keep_fd}", keep, None, MS_BIND)
-        if os.path.isdir(p):
-            _mount(None, p, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    os.close(keep_fd)
-
-
-def enter_sandbox(workdir: str, uid: int, limits: Limits) -> None:
-    """Called in the forked child: namespaces, hidden paths, uid drop, rlimits. Raises on failure."""
-    os.setsid()
-    if limits.mode == "full":
-        _check(libc().unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        _loopback_up()
-        _reveal_interpreter([workdir])
-        _hide(limits.hide, keep=workdir)
-    if limits.mode in ("full", "uid"):
-        os.setgroups([])
-        os.setresgid(65534, 65534, 65534)
-        os.setresuid(uid, uid, uid)
-    libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    mb = 1 << 20
-    for lim, val in ((resource.RLIMIT_AS, limits.memory_mb * mb), (resource.RLIMIT_FSIZE, limits.fsize_mb * mb),
-                     (resource.RLIMIT_NPROC, limits.nproc), (resource.RLIMIT_NOFILE, limits.nofile),
-                     (resource.RLIMIT_CORE, 0)):
-        resource.setrlimit(lim, (val, val))
-    cpu = int(limits.timeout) + 5
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap fails with EFBIG, no kill
-    os.chdir(workdir)
-    home = workdir
-    os.environ.clear()
-    os.environ.update({"HOME": home, "TMPDIR": home, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-                       "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg",
-                       "TORCH_CPP_LOG_LEVEL": "ERROR", "PYTHONDONTWRITEBYTECODE": "1"})
 
 
 def probe_mode() -> str:
@@ -182,10 +45,10 @@ def probe_mode() -> str:
     pid = os.fork()
     if pid == 0:
         try:
-            _check(libc().unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
-            _mount(None, "/", None, MS_REC | MS_PRIVATE)
-            _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k")
-            _loopback_up()
+            unshare_all()
+            mount(None, "/", None, MS_REC | MS_PRIVATE)
+            mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k")
+            loopback_up()
         except BaseException:  # noqa: BLE001
             os._exit(1)
         os._exit(0)
@@ -207,11 +70,11 @@ def kill_uid(uid: int) -> None:
                 pass
             os._exit(0)
         os.waitpid(pid, 0)
-        if not _uid_alive(uid):
+        if not uid_alive(uid):
             return
 
 
-def _uid_alive(uid: int) -> bool:
+def uid_alive(uid: int) -> bool:
     """Whether a live (non-zombie) process of ``uid`` exists."""
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -225,141 +88,285 @@ def _uid_alive(uid: int) -> bool:
     return False
 
 
-def _preload() -> None:
-    """Import once in the zygote what every child needs, so each fork starts warm."""
-    import numpy  # noqa: F401
-
-    from scaleoutai import cluster  # noqa: F401
-    from scaleoutai.cluster import process, sim, spawn  # noqa: F401
-    from scaleoutai.grading import driver  # noqa: F401
+def _confine_cpu(cpu: int | None) -> str:
+    """Join a cpuset cgroup holding one core (a student cannot leave it: /sys is not in the sandbox)."""
+    if cpu is None:
+        return "none"
+    base = "/sys/fs/cgroup/cpuset"
     try:
-        import cloudpickle  # noqa: F401
-        import torch.distributed  # noqa: F401
-    except ImportError:  # pragma: no cover - the process backend then fails inside the child
-        pass
+        group = f"{base}/scaleout-grader/cpu{cpu}"
+        if not os.path.isdir(group):
+            os.makedirs(group, exist_ok=True)
+            mems = open(f"{base}/cpuset.mems").read().strip()
+            for d in (f"{base}/scaleout-grader", group):
+                with open(f"{d}/cpuset.mems", "w") as f:
+                    f.write(mems)
+            with open(f"{base}/scaleout-grader/cpuset.cpus", "w") as f:
+                f.write(open(f"{base}/cpuset.cpus").read().strip())
+            with open(f"{group}/cpuset.cpus", "w") as f:
+                f.write(str(cpu))
+        with open(f"{group}/tasks", "w") as f:
+            f.write(str(os.getpid()))
+        return "cgroup"
+    except OSError:
+        os.sched_setaffinity(0, {cpu})
+        return "affinity"
 
 
-def _child(job: dict) -> None:
-    os.closerange(3, 65536)  # the zygote's pipes must not reach student code
-    if job.get("cpu") is not None:  # a fork bomb then saturates its own core, not its neighbour's
-        os.sched_setaffinity(0, {job["cpu"]})
-    try:
-        enter_sandbox(job["workdir"], job["uid"], Limits(**job["limits"]))
-    except BaseException as exc:  # noqa: BLE001 - fail closed: never run student code half-isolated
-        try:
-            with open(os.path.join(job["workdir"], "setup_error.txt"), "w") as f:
-                f.write(f"{type(exc).__name__}: {exc}")
-        except OSError:
-            pass
-        os._exit(SETUP_FAILED)
-    try:
-        from scaleoutai.grading import driver
-
-        driver.main(job["workdir"])
-    except BaseException:  # noqa: BLE001 - never fall back into the zygote's loop
-        import traceback
-
-        try:
-            with open(os.path.join(job["workdir"], "driver_error.txt"), "w") as f:
-                f.write(traceback.format_exc()[-2000:])
-        except OSError:
-            pass
-    os._exit(DRIVER_FAILED)
-
-
-def zygote_loop(rfd: int, wfd: int) -> None:
-    """Serve jobs: read JSON lines {id, workdir, uid, limits}; answer {id, status, signal, timed_out, wall}."""
-    libc().prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _preload()
-    running: dict[int, tuple[dict, float]] = {}
-    buf = b""
-    out = os.fdopen(wfd, "w", buffering=1)
-    closed = False
-    while not closed or running:
-        ready, _, _ = select.select([] if closed else [rfd], [], [], 0.02)
-        if ready:
-            chunk = os.read(rfd, 65536)
-            closed = not chunk
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                job = json.loads(line)
-                pid = os.fork()
-                if pid == 0:
-                    os.close(rfd)
-                    _child(job)
-                running[pid] = (job, time.monotonic())
-        while True:  # reap direct children and orphans re-parented to us (subreaper)
+def _sandbox(job: dict, fds: list[int], status_w: int) -> None:
+    """The forked sandbox: walls first (reporting on ``status_w``), then one rank per channel."""
+    limits = Limits(**job["limits"])
+    keep = {*fds, status_w}
+    for fd in range(3, 1024):
+        if fd not in keep:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            if pid in running:
-                job, t0 = running.pop(pid)
-                kill_uid(job["uid"])
-                out.write(json.dumps({"id": job["id"], "status": os.waitstatus_to_exitcode(status),
-                                      "timed_out": job.get("_timed_out", False),
-                                      "wall": time.monotonic() - t0}) + "\n")
-        now = time.monotonic()
-        for pid, (job, t0) in running.items():
-            if now - t0 > job["limits"]["timeout"] and not job.get("_timed_out"):
-                job["_timed_out"] = True
+                os.close(fd)
+            except OSError:
+                pass
+    os.setsid()
+    try:
+        cpu = _confine_cpu(job.get("cpu"))
+        if limits.mode == "full":
+            unshare_all()
+            pid = os.fork()  # the child is pid 1 of the new PID namespace
+            if pid:
+                os.close(status_w)
+                for fd in fds:
+                    os.close(fd)
+                _, status = os.waitpid(pid, 0)
+                os._exit(min(255, max(0, os.waitstatus_to_exitcode(status))))
+            libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        enter_jail(job["root"], job["work"], job["uid"], job["roots"], limits)
+    except BaseException as exc:  # noqa: BLE001 - fail closed: never run student code half-isolated
+        os.write(status_w, f"error {type(exc).__name__}: {exc}"[:2000].encode())
+        os._exit(1)
+    os.write(status_w, f"ok {cpu}".encode())
+    os.close(status_w)
+    from .rank import serve
+
+    for i, fd in enumerate(fds[1:], 1):  # a real-process (gloo) sandbox: one process per rank
+        if os.fork() == 0:
+            for other in fds:
+                if other != fd:
+                    os.close(other)
+            serve(fd, report_output=False)
+    for fd in fds[1:]:
+        os.close(fd)
+    serve(fds[0], report_output=job.get("report", False))
+
+
+def _prepare_work(job: dict, mounted: set[str]) -> None:
+    """The submission's tmpfs (once) and this sandbox's folder in it, owned by its uid."""
+    sub = job["subwork"]
+    if sub not in mounted:
+        os.makedirs(sub, mode=0o711, exist_ok=True)
+        if job["limits"]["mode"] == "full":
+            mount("tmpfs", sub, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0711,size={job['limits']['disk_mb']}m")
+        mounted.add(sub)
+    os.makedirs(job["work"], mode=0o700, exist_ok=True)
+    os.makedirs(job["root"], mode=0o755, exist_ok=True)
+    if job["limits"]["mode"] != "none":
+        os.chown(job["work"], job["uid"], 65534)
+
+
+def zygote_loop(sock: socket.socket) -> None:
+    """Serve spawn/kill/release requests; answer {op: setup|exit, key, ...}."""
+    from .rank import serve  # noqa: F401 - warm: the sandbox's code is loaded before any fork
+
+    running: dict[int, dict] = {}  # pid -> job
+    status: dict[int, tuple[int, dict, bytes]] = {}  # status pipe -> (pid, job, bytes so far)
+    mounted: set[str] = set()
+    closed = False
+
+    def reply(msg: dict) -> None:
+        try:
+            sock.send(json.dumps(msg).encode())
+        except OSError:
+            pass
+
+    while not closed or running:
+        ready, _, _ = select.select(([] if closed else [sock]) + list(status), [], [], 0.05)
+        for r in ready:
+            if r is sock:
                 try:
-                    os.killpg(pid, signal.SIGKILL)
+                    data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 64)
                 except OSError:
-                    pass
-                kill_uid(job["uid"])
-    out.close()
+                    data, fds = b"", []
+                if not data:
+                    closed = True
+                    continue
+                job = json.loads(data)
+                if job["op"] == "spawn":
+                    try:
+                        _prepare_work(job, mounted)
+                    except OSError as exc:
+                        reply({"op": "setup", "key": job["key"], "ok": False, "error": f"working folder: {exc}"})
+                        for fd in fds:
+                            os.close(fd)
+                        continue
+                    sr, sw = os.pipe()
+                    pid = os.fork()
+                    if pid == 0:
+                        os.close(sr)
+                        sock.close()
+                        _sandbox(job, fds, sw)
+                        os._exit(1)
+                    os.close(sw)
+                    for fd in fds:
+                        os.close(fd)
+                    running[pid] = dict(job, t0=time.monotonic())
+                    status[sr] = (pid, job, b"")
+                elif job["op"] == "kill":
+                    for pid, j in running.items():
+                        if j["key"] == job["key"]:
+                            _kill(pid, j)
+                elif job["op"] == "release":
+                    if job["subwork"] in mounted and job.get("mode") == "full":
+                        try:
+                            umount(job["subwork"])
+                        except OSError:
+                            pass
+                    mounted.discard(job["subwork"])
+            else:
+                pid, job, got = status[r]
+                chunk = os.read(r, 4096)
+                if chunk:
+                    status[r] = (pid, job, got + chunk)
+                    continue
+                os.close(r)
+                del status[r]
+                text = got.decode(errors="replace")
+                ok = text.startswith("ok")
+                reply({"op": "setup", "key": job["key"], "ok": ok, "cpu": text[3:] if ok else "",
+                       "error": "" if ok else (text[6:] or "the sandbox died while it was being built")})
+        _reap(running, reply)
+    for sub in mounted:
+        try:
+            umount(sub)
+        except OSError:
+            pass
+
+
+def _kill(pid: int, job: dict) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if job["limits"]["mode"] != "none":
+        kill_uid(job["uid"])
+
+
+def _reap(running: dict[int, dict], reply) -> None:
+    now = time.monotonic()
+    for pid, job in running.items():  # a safety net: the grader ends sandboxes itself, well before this
+        if now - job["t0"] > job["lifetime"] and not job.get("_late"):
+            job["_late"] = True
+            _kill(pid, job)
+    while True:
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        job = running.pop(pid, None)
+        if job is not None:
+            _kill(pid, job)
+            reply({"op": "exit", "key": job["key"], "status": os.waitstatus_to_exitcode(st)})
+
+
+class SetupFailed(RuntimeError):
+    """The sandbox could not be built (reported by trusted code, never by the student's)."""
 
 
 class Zygote:
-    """Handle on the zygote process: ``submit(job)`` and ``poll()`` for finished jobs."""
+    """The grader's handle: ``spawn(...)`` waits for the sandbox's set-up report; ``kill``; ``release``."""
 
-    def __init__(self) -> None:
-        req_r, req_w = os.pipe()
-        rep_r, rep_w = os.pipe()
+    def __init__(self, mode: str) -> None:
         import subprocess
 
-        # A fresh interpreter, not a fork of the grader: sandboxes inherit nothing of the caller (no hidden
-        # test in memory, no threads, and not a caller's multi-GB address space that RLIMIT_AS would count).
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p and os.path.isdir(p)))
-        self._proc = subprocess.Popen([sys.executable, "-m", "scaleoutai.grading.sandbox", str(req_r), str(rep_w)],
-                                      pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, env=env)
-        self.pid = self._proc.pid
-        os.close(req_r)
-        os.close(rep_w)
-        self._w = os.fdopen(req_w, "w", buffering=1)
-        self._r = rep_r
-        self._buf = b""
+        self.mode = mode
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        boot = ("import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
+                "from scaleoutai.grading.sandbox import _zygote_main; _zygote_main(int(sys.argv[2]), sys.argv[3])")
+        self.roots = import_roots()
+        self._proc = subprocess.Popen([sys.executable, "-P", "-c", boot, json.dumps(self.roots), str(theirs.fileno()),
+                                       mode], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, cwd="/",
+                                      env=ZYGOTE_ENV)
+        theirs.close()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._setup: dict[str, dict] = {}
+        self.exits: dict[str, int] = {}
+        self._dead = False
+        self._reader = threading.Thread(target=self._read, daemon=True, name="zygote-reader")
+        self._reader.start()
 
-    def submit(self, job_id: str, workdir: str, uid: int, limits: Limits, cpu: int | None = None) -> None:
-        self._w.write(json.dumps({"id": job_id, "workdir": workdir, "uid": uid, "limits": asdict(limits),
-                                  "cpu": cpu}) + "\n")
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self._sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            with self._cond:
+                if not data:
+                    self._dead = True
+                    self._cond.notify_all()
+                    return
+                msg = json.loads(data)
+                (self._setup if msg["op"] == "setup" else self.exits)[msg["key"]] = msg if msg["op"] == "setup" \
+                    else msg["status"]
+                self._cond.notify_all()
 
-    def poll(self, timeout: float) -> list[dict]:
-        ready, _, _ = select.select([self._r], [], [], timeout)
-        if ready:
-            chunk = os.read(self._r, 65536)
-            if not chunk:
+    def spawn(self, key: str, socks: list[socket.socket], uid: int, subwork: str, limits: Limits,
+              cpu: int | None, report: bool, lifetime: float) -> str:
+        """Fork a sandbox whose ranks talk on ``socks``; returns how its CPU is confined."""
+        job = {"op": "spawn", "key": key, "uid": uid, "subwork": subwork, "work": f"{subwork}/{key}",
+               "root": f"{subwork}/.root-{key}", "limits": asdict(limits), "cpu": cpu, "report": report,
+               "roots": self.roots, "lifetime": lifetime}
+        with self._lock:
+            socket.send_fds(self._sock, [json.dumps(job).encode()], [s.fileno() for s in socks])
+        for s in socks:
+            s.close()
+        with self._cond:
+            if not self._cond.wait_for(lambda: key in self._setup or self._dead, timeout=60):
+                raise SetupFailed("the sandbox did not report within 60 s")
+            if self._dead:
                 raise RuntimeError("the grader's sandbox process (zygote) died; rerun to resume the batch")
-            self._buf += chunk
-        done = []
-        while b"\n" in self._buf:
-            line, self._buf = self._buf.split(b"\n", 1)
-            done.append(json.loads(line))
-        return done
+            msg = self._setup.pop(key)
+        if not msg["ok"]:
+            raise SetupFailed(msg["error"])
+        return msg["cpu"]
+
+    def kill(self, key: str) -> None:
+        with self._lock:
+            self._sock.send(json.dumps({"op": "kill", "key": key}).encode())
+
+    def release(self, subwork: str) -> None:
+        with self._lock:
+            self._sock.send(json.dumps({"op": "release", "subwork": subwork, "mode": self.mode}).encode())
 
     def close(self) -> None:
-        self._w.close()
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
         self._proc.wait()
-        os.close(self._r)
+        self._sock.close()
 
 
-if __name__ == "__main__":  # the zygote: python -m scaleoutai.grading.sandbox REQUEST_FD REPLY_FD
+def _zygote_main(fd: int, mode: str) -> None:
     libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a killed grader takes its sandboxes along
     try:
-        zygote_loop(int(sys.argv[1]), int(sys.argv[2]))
+        if mode == "full":  # working folders and sandbox roots mounted here stay out of the host's view
+            check(libc().unshare(CLONE_NEWNS), "unshare")
+            mount(None, "/", None, MS_REC | MS_PRIVATE)
+        import numpy  # noqa: F401
+        try:
+            import torch  # noqa: F401 - one import for every rank of the batch
+        except ImportError:  # pragma: no cover
+            pass
+        from scaleoutai.cluster import _worker, process  # noqa: F401
+        zygote_loop(socket.socket(fileno=fd))
     finally:
         os._exit(0)

@@ -1,0 +1,285 @@
+"""The grader's end of the network: every rank is a sandbox, every message crosses the grader.
+
+For a simulated case the grader runs ``cluster.run(backend="sim")`` itself, with one proxy thread per
+rank: the proxy hands its sandbox that rank's own arguments, then performs each request (send, recv,
+barrier, compute) on the grader's simulated communicator. So the alpha-beta clock, the message and
+byte counts, the trace, the recorded payloads and the injected faults all live in the grader; nothing
+a student's process does can change them, and a rank that never asks for another rank's data never
+has it. A "process" case runs the ranks as real processes joined by gloo in one sandbox, graded on
+its result. Each rank sandbox lives for the whole submission unless a case ends abnormally.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scaleoutai import cluster
+from scaleoutai.cluster.sim import _Crash
+
+from .channel import Channel, ChannelClosed, ChannelTimeout, pair
+from .checks import Case, Plan
+from .jail import Limits
+from .sandbox import SetupFailed, Zygote
+
+GLOO_PORT = 29500  # the gloo sandbox has a network namespace of its own: no one else holds this port
+
+
+class StudentError(Exception):
+    """The student's function raised; the text is the rank's own short traceback."""
+
+
+@dataclass
+class Outcome:
+    """What one case produced, as the grader observed it."""
+
+    meta: dict
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    trace: list = field(default_factory=list)  # cluster.TraceEvent: sender, receiver, bytes, sim time
+    messages: list[tuple[int, int, np.ndarray]] = field(default_factory=list)  # (src, dst, payload)
+
+
+@dataclass
+class _Returned:
+    meta: dict
+    arrays: list[np.ndarray]
+
+
+class SubmissionRun:
+    """The sandboxes of one submission: rank sandboxes started on demand, reset after a failure."""
+
+    def __init__(self, zygote: Zygote, tag: str, uids: list[int], cpu: int | None, subwork: str, limits: Limits,
+                 cells: list[dict], plan: Plan):
+        self.z, self.tag, self.uids, self.cpu, self.subwork = zygote, tag, uids, cpu, subwork
+        self.limits, self.cells, self.plan = limits, cells, plan
+        self.deadline = time.monotonic() + limits.timeout
+        self.ranks: dict[int, tuple[Channel, str]] = {}
+        self.cells_report: dict | None = None  # rank 0's first run of the cells
+        self.confinement = ""
+        self._n = 0
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def _spawn(self, name: str, uid: int, count: int, report: bool) -> tuple[list[Channel], str]:
+        self._n += 1
+        key = f"{self.tag}-{name}-{self._n}"
+        ends = [pair() for _ in range(count)]
+        self.confinement = self.z.spawn(key, [theirs for _, theirs in ends], uid, self.subwork, self.limits,
+                                        self.cpu, report, lifetime=self.limits.timeout + 30)
+        chans = [ch for ch, _ in ends]
+        for ch in chans:
+            ch.send({"op": "hello", "cells": self.cells})
+        return chans, key
+
+    def _cells(self, ch: Channel, first: bool) -> None:
+        head, _ = ch.recv(timeout=max(0.1, self.left()), payload_cap=0)
+        if head["op"] != "cells":
+            raise ChannelClosed("the sandbox answered out of turn")
+        if first:
+            errors = head.get("errors") if isinstance(head.get("errors"), list) else []
+            self.cells_report = {"errors": errors[:20], "log": str(head.get("log", ""))[:64 * 1024]}
+
+    def ensure(self, count: int) -> list[Channel]:
+        """Channels to ranks 0..count-1, starting (and running the cells in) the missing ones."""
+        new = {}
+        for r in range(count):
+            if r not in self.ranks:
+                (ch,), key = self._spawn(f"r{r}", self.uids[r], 1, report=r == 0 and self.cells_report is None)
+                self.ranks[r] = (ch, key)
+                new[r] = ch
+        for r, ch in new.items():
+            self._cells(ch, first=r == 0 and self.cells_report is None)
+        return [self.ranks[r][0] for r in range(count)]
+
+    def reset(self, ranks: range | list[int]) -> None:
+        for r in ranks:
+            if r in self.ranks:
+                ch, key = self.ranks.pop(r)
+                self.z.kill(key)
+                ch.close()
+
+    def close(self) -> None:
+        self.reset(list(self.ranks))
+        self.z.release(self.subwork)
+
+    def _args(self, case: Case, r: int) -> tuple[list[dict], list[np.ndarray]]:
+        specs, arrays = [], []
+        for spec in case.args:
+            if "value" in spec:
+                specs.append({"kind": "value", "value": spec["value"]})
+            else:
+                key = f"{spec['key']}/{r}" if spec.get("per_rank") else spec["key"]
+                specs.append({"kind": "array"})
+                arrays.append(self.plan.inputs[key])
+        return specs, arrays
+
+    def _message(self, case: Case, r: int, mode: str, **extra: Any) -> tuple[dict, list[np.ndarray]]:
+        specs, arrays = self._args(case, r)
+        head = {"op": "case", "id": case.id, "fn": case.fn, "mode": mode, "rank": r, "size": case.world_size,
+                "args": specs, **extra}
+        return head, arrays
+
+    def run(self, case: Case) -> Outcome:
+        """Run one case and return what the grader saw; a failure is an Outcome with meta["error"]."""
+        timeout = min(case.timeout, self.left())
+        if timeout <= 0.2:
+            return Outcome({"ok": False, "error": "not run: the submission's time limit was used up"})
+        try:
+            if case.mode == "call":
+                return self._call(case, timeout)
+            if case.backend == "process":
+                return self._gloo(case, timeout)
+            return self._sim(case, timeout)
+        except SetupFailed:
+            raise
+        except ChannelTimeout:
+            self.reset(range(case.world_size))
+            return Outcome({"ok": False, "error": f"did not finish within {timeout:g} s (an infinite loop, or a "
+                                                  f"recv that nobody sends to?)"})
+        except ChannelClosed as exc:
+            self.reset(range(case.world_size))
+            return Outcome({"ok": False, "error": f"the process running your code ended before it returned "
+                                                  f"(os._exit, a crash or the memory limit of "
+                                                  f"{self.limits.memory_mb} MB?): {exc}"})
+
+    def _call(self, case: Case, timeout: float) -> Outcome:
+        (ch,) = self.ensure(1)
+        extra = {"fsize_kill": case.data.get("fsize_kill")} if case.data.get("fsize_kill") is not None else {}
+        ch.send(*self._message(case, 0, "call", **extra))
+        head, arrays = ch.recv(timeout=timeout)
+        if head["op"] == "error":
+            return Outcome({"ok": False, "error": str(head.get("text", "failed"))[:3000]})
+        if head["op"] != "done":
+            raise ChannelClosed("unexpected answer")
+        meta, out = _rank_meta(head, arrays, 0)
+        return Outcome({"ok": True, "ranks": [meta]}, out)
+
+    def _gloo(self, case: Case, timeout: float) -> Outcome:
+        K = case.world_size
+        chans, key = self._spawn("gloo", self.uids[-1], K, report=False)
+        try:
+            for ch in chans:
+                self._cells(ch, first=False)
+            for r, ch in enumerate(chans):
+                ch.send(*self._message(case, r, "gloo", port=GLOO_PORT, timeout=timeout))
+            deadline = time.monotonic() + timeout
+            metas, arrays = [], {}
+            for r, ch in enumerate(chans):
+                head, got = ch.recv(timeout=max(0.05, deadline - time.monotonic()))
+                if head["op"] == "error":
+                    return Outcome({"ok": False, "error": f"rank {r} failed: {str(head.get('text', ''))[:3000]}"})
+                if head["op"] != "done":
+                    raise ChannelClosed("unexpected answer")
+                meta, out = _rank_meta(head, got, r)
+                metas.append(meta)
+                arrays.update(out)
+            return Outcome({"ok": True, "ranks": metas}, arrays)
+        finally:
+            self.z.kill(key)
+            for ch in chans:
+                ch.close()
+
+    def _sim(self, case: Case, timeout: float) -> Outcome:
+        K = case.world_size
+        chans = self.ensure(K)
+        deadline = time.monotonic() + timeout
+        record = bool(case.data.get("record_messages"))
+        messages: list[tuple[int, int, np.ndarray]] = []
+
+        def proxy(comm: Any) -> _Returned:
+            r = comm.rank
+            ch = chans[r]
+            ch.send(*self._message(case, r, "spmd"))
+            while True:
+                head, arrays = ch.recv(timeout=max(0.05, deadline - time.monotonic()))
+                op = head["op"]
+                if op == "send":
+                    if len(arrays) != 1:
+                        raise StudentError("a send carried no array")
+                    try:
+                        comm.send(arrays[0], head.get("dst"))
+                    except _Crash:
+                        ch.send({"op": "crashed"})
+                        raise
+                    if record:
+                        messages.append((r, int(head["dst"]), arrays[0]))
+                elif op == "recv":
+                    try:
+                        got = comm.recv(head.get("src"))
+                    except cluster.PeerCrashedError:
+                        ch.send({"op": "peer_crashed"})
+                        continue
+                    ch.send({"op": "data"}, [got])
+                elif op == "barrier":
+                    comm.barrier()
+                    ch.send({"op": "ok"})
+                elif op == "compute":
+                    s = head.get("seconds")
+                    if not (isinstance(s, (int, float)) and math.isfinite(s) and 0 <= s < 1e9):
+                        raise StudentError(f"compute(seconds={s!r}) needs a finite number of seconds >= 0")
+                    comm.compute(float(s))
+                elif op == "clock":
+                    ch.send({"op": "clock", "t": comm.clock})
+                elif op == "done":
+                    return _Returned(head.get("meta") if isinstance(head.get("meta"), dict) else {}, arrays)
+                elif op == "error":
+                    raise StudentError(str(head.get("text", "failed"))[:3000])
+                else:
+                    raise StudentError(f"the rank sent an unknown request {op[:20]!r}")
+
+        crash = {int(r): int(n) for r, n in case.faults.get("crash", {}).items()}
+        try:
+            res = cluster.run(proxy, K, backend="sim", faults=cluster.Faults(crash=crash) if crash else None,
+                              timeout=timeout, trace=True)
+        except cluster.RunTimeout:
+            self.reset(range(K))
+            return Outcome({"ok": False, "error": f"did not finish within {timeout:g} s (an infinite loop, or a "
+                                                  f"recv that nobody sends to?)"})
+        except cluster.RankError as exc:
+            self.reset(range(K))
+            return Outcome({"ok": False, "error": _rank_error(exc, self.limits)})
+        except cluster.ClusterError as exc:  # DeadlockError names who waits for whom
+            self.reset(range(K))
+            return Outcome({"ok": False, "error": str(exc)[:3000]})
+        if crash:
+            self.reset(range(K))  # crashed ranks' processes are in an unknown state
+        metas, arrays = [], {}
+        for r, v in enumerate(res.values):
+            if isinstance(v, cluster.RankCrashed):
+                metas.append({"type": "crashed", "crashed": True})
+                continue
+            meta, out = _rank_meta({"meta": v.meta}, v.arrays, r)
+            metas.append(meta)
+            arrays.update(out)
+        meta = {"ok": True, "ranks": metas, "stats": [s.as_dict() for s in res.stats], "sim_time": res.sim_time}
+        return Outcome(meta, arrays, res.trace or [], messages)
+
+
+def _rank_meta(head: dict, arrays: list[np.ndarray], r: int) -> tuple[dict, dict[str, np.ndarray]]:
+    """The trusted part of a rank's answer: its value's type name and, if it is numbers, the array."""
+    raw = head.get("meta") if isinstance(head.get("meta"), dict) else {}
+    meta = {"type": str(raw.get("type", "?"))[:40]}
+    if raw.get("note"):
+        meta["note"] = str(raw["note"])[:80]
+    if raw.get("stored") and len(arrays) == 1:
+        meta.update(stored=True, dtype=arrays[0].dtype.str, shape=list(arrays[0].shape))
+        return meta, {f"r{r}": arrays[0]}
+    return meta, {}
+
+
+def _rank_error(exc: cluster.RankError, limits: Limits) -> str:
+    cause = exc.__cause__
+    if isinstance(cause, StudentError):
+        return f"rank {exc.rank} failed: {cause}"
+    if isinstance(cause, ChannelClosed):
+        return (f"rank {exc.rank}'s process ended before it returned (os._exit, a crash or the memory limit "
+                f"of {limits.memory_mb} MB?)")
+    if isinstance(cause, ChannelTimeout):
+        return f"rank {exc.rank} did not finish in time (an infinite loop, or a recv that nobody sends to?)"
+    return f"rank {exc.rank} failed: {exc.summary}"[:3000]
+
