@@ -62,14 +62,22 @@ class SubmissionRun:
         self.confinement = ""
         self._n = 0
 
+    def _uid(self, r: int) -> int:
+        """With namespaces every rank sees only its own root, /proc and network, so the ranks of one
+        submission share a uid (files they write to a lab's shared folder stay readable to each other,
+        as on a cluster); without them, each rank gets a uid of its own."""
+        return self.uids[0] if self.limits.mode == "full" else self.uids[r]
+
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
     def _spawn(self, name: str, uid: int, count: int, report: bool) -> tuple[list[Channel], str]:
+        """A sandbox of ``count`` ranks; its working folder ``name`` outlives it (a restarted rank finds
+        what it wrote before, as a restarted process finds its disk)."""
         self._n += 1
         key = f"{self.tag}-{name}-{self._n}"
         ends = [pair() for _ in range(count)]
-        self.confinement = self.z.spawn(key, [theirs for _, theirs in ends], uid, self.subwork, self.limits,
+        self.confinement = self.z.spawn(key, name, [theirs for _, theirs in ends], uid, self.subwork, self.limits,
                                         self.cpu, report, lifetime=self.limits.timeout + 30)
         chans = [ch for ch, _ in ends]
         for ch in chans:
@@ -89,7 +97,7 @@ class SubmissionRun:
         new = {}
         for r in range(count):
             if r not in self.ranks:
-                (ch,), key = self._spawn(f"r{r}", self.uids[r], 1, report=r == 0 and self.cells_report is None)
+                (ch,), key = self._spawn(f"r{r}", self._uid(r), 1, report=r == 0 and self.cells_report is None)
                 self.ranks[r] = (ch, key)
                 new[r] = ch
         for r, ch in new.items():
@@ -161,7 +169,7 @@ class SubmissionRun:
 
     def _gloo(self, case: Case, timeout: float) -> Outcome:
         K = case.world_size
-        chans, key = self._spawn("gloo", self.uids[-1], K, report=False)
+        chans, key = self._spawn("gloo", self._uid(len(self.uids) - 1), K, report=False)
         try:
             for ch in chans:
                 self._cells(ch, first=False)

@@ -37,13 +37,14 @@ class Limits:
 
     timeout: float = 60.0
     memory_mb: int = 2048
-    nproc: int = 64
+    nproc: int = 128  # processes and threads of one uid: every rank of a submission together
     fsize_mb: int = 64
     nofile: int = 256
     disk_mb: int = 256  # the submission's working folders together (tmpfs)
     tmp_mb: int = 64  # each of /tmp, /var/tmp, /dev/shm, per rank
     mode: str = "auto"  # "full": namespaces + new root + uid drop; "uid": uid drop only; "none"; "auto"
     unimportable: list[str] = field(default_factory=list)  # files to cover with an ImportError stub
+    shared: str = ""  # a folder in every rank's working folder that all ranks share (a lab's checkpoints)
 
 
 _libc = None
@@ -183,7 +184,7 @@ def build_root(root: str, work: str, roots: list[str], limits: Limits) -> None:
         _tmpfs(root + d, limits.tmp_mb)
     os.makedirs(root + "/proc")
     os.makedirs(root + HOME)  # fails loudly if an import root sits there: never cover one
-    mount(work, root + HOME, None, MS_BIND)
+    mount(work, root + HOME, None, MS_BIND | MS_REC)  # with the shared folder bound inside it
     os.makedirs(root + "/.stubs")
     for n, target in enumerate(limits.unimportable):
         _stub(root, target, n)

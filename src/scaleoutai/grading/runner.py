@@ -127,6 +127,7 @@ def grade_batch(lab: Lab, paths: list[Path], out: Path, jobs: int = 1, limits: L
             try:
                 hidden = load_hidden(lab)
                 limits.unimportable = unimportable_files(hidden, zygote.roots)
+                limits.shared = str(getattr(hidden.module, "SHARED_FOLDER", ""))
                 _run(hidden, todo, out, base, uids, limits, zygote, summary, quiet)
             finally:
                 zygote.close()

@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import asdict
 
-from .jail import (CLONE_NEWNS, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG, Limits, check,
+from .jail import (CLONE_NEWNS, MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG, Limits, check,
                    enter_jail, import_roots, libc, loopback_up, mount, umount, unshare_all)
 
 log = logging.getLogger("scaleoutai.grading")
@@ -165,8 +165,21 @@ def _prepare_work(job: dict, mounted: set[str]) -> None:
         mounted.add(sub)
     os.makedirs(job["work"], mode=0o700, exist_ok=True)
     os.makedirs(job["root"], mode=0o755, exist_ok=True)
+    shared = job["limits"]["shared"]
     if job["limits"]["mode"] != "none":
         os.chown(job["work"], job["uid"], 65534)
+    if shared:  # one folder every rank of the submission sees, like a cluster's shared file system
+        common = os.path.join(sub, ".shared")
+        os.makedirs(common, mode=0o770, exist_ok=True)
+        os.chmod(common, 0o2770)
+        if job["limits"]["mode"] != "none":
+            os.chown(common, 0, 65534)
+        target = os.path.join(job["work"], shared)
+        if job["limits"]["mode"] == "full":
+            os.makedirs(target, exist_ok=True)
+            mount(common, target, None, MS_BIND)
+        elif not os.path.lexists(target):
+            os.symlink(common, target)
 
 
 def zygote_loop(sock: socket.socket) -> None:
@@ -318,10 +331,11 @@ class Zygote:
                     else msg["status"]
                 self._cond.notify_all()
 
-    def spawn(self, key: str, socks: list[socket.socket], uid: int, subwork: str, limits: Limits,
+    def spawn(self, key: str, folder: str, socks: list[socket.socket], uid: int, subwork: str, limits: Limits,
               cpu: int | None, report: bool, lifetime: float) -> str:
-        """Fork a sandbox whose ranks talk on ``socks``; returns how its CPU is confined."""
-        job = {"op": "spawn", "key": key, "uid": uid, "subwork": subwork, "work": f"{subwork}/{key}",
+        """Fork a sandbox whose ranks talk on ``socks`` and work in ``subwork/folder``; returns how its
+        CPU is confined."""
+        job = {"op": "spawn", "key": key, "uid": uid, "subwork": subwork, "work": f"{subwork}/{folder}",
                "root": f"{subwork}/.root-{key}", "limits": asdict(limits), "cpu": cpu, "report": report,
                "roots": self.roots, "lifetime": lifetime}
         with self._lock:
