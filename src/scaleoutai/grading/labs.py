@@ -100,7 +100,7 @@ def _leaks(release: str, removed: list[str], grading: Path) -> list[str]:
         found.append("a solution marker")
     secret = [ln.strip() for ln in removed]
     for f in sorted(grading.rglob("*")) if grading.is_dir() else []:
-        if f.is_file():
+        if f.is_file() and "mutants" not in f.relative_to(grading).parts:  # wrong answers share signatures
             secret += [ln.strip() for ln in f.read_text(errors="replace").splitlines()]
     body = {ln.strip() for ln in release.splitlines()}
     for s in secret:

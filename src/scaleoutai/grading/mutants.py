@@ -1,0 +1,94 @@
+"""Mutation testing of a rubric: known-wrong submissions that must lose their points (grading/README.md).
+
+A mutant is ``grading/labNN-slug/mutants/<name>.py``: a header, then code that is appended as a last
+cell to the reference solution, so it redefines what the student writes::
+
+    # mutant: a rank returns its own input: no communication at all
+    # loses: correct_sim, correct_process, bandwidth, send_recv_only
+    def ring_allreduce(comm, x):
+        return x.copy()
+
+``loses`` names the rubric keys (tests.py ``Test.key``) that must score below their points; every
+other test must keep all of its points. ``grade_mutants`` grades the reference, the blank release and
+every mutant of a lab in one batch and returns what went against those labels.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .labs import Lab, assign, solution_notebook
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    why: str
+    loses: frozenset[str]
+    code: str
+
+
+def load_mutants(lab: Lab) -> list[Mutant]:
+    """Every mutant of ``lab``, checked for a description and a non-empty ``loses`` line."""
+    out = []
+    for path in sorted((lab.grading / "mutants").glob("*.py")):
+        text = path.read_text()
+        why = re.search(r"^# mutant: (.+)$", text, re.M)
+        loses = re.search(r"^# loses: (.+)$", text, re.M)
+        if not why or not loses:
+            raise ValueError(f"{path}: a mutant starts with '# mutant: <what is wrong>' and '# loses: <test keys>'")
+        keys = frozenset(k.strip() for k in loses.group(1).split(",") if k.strip())
+        out.append(Mutant(path.stem, why.group(1).strip(), keys, text))
+    return out
+
+
+def mutant_notebook(lab: Lab, mutant: Mutant, dest: Path) -> Path:
+    """The reference solution with the mutant appended as its last code cell."""
+    solution_notebook(lab, dest)
+    nb = json.loads(dest.read_text())
+    nb["cells"].append({"cell_type": "code", "execution_count": None, "id": f"mutant-{mutant.name}",
+                        "metadata": {}, "outputs": [], "source": mutant.code})
+    dest.write_text(json.dumps(nb))
+    return dest
+
+
+def grade_mutants(lab: Lab, work: Path, jobs: int = 2, timeout: float | None = None) -> tuple[dict, list[str]]:
+    """Grade reference, blank and every mutant; returns (results by submission, list of violations)."""
+    from .engine import load_hidden
+    from .jail import Limits
+    from .runner import grade_batch
+
+    hidden = load_hidden(lab)
+    names = {t.key: t.name for t in hidden.tests}
+    points = {k: float(v["points"]) for k, v in hidden.rubric["tests"].items()}
+    subs = work / "subs"
+    subs.mkdir(parents=True, exist_ok=True)
+    solution_notebook(lab, subs / "reference.ipynb")
+    shutil.copy(assign(lab, work / "release") / f"{lab.name}.ipynb", subs / "blank.ipynb")
+    mutants = load_mutants(lab)
+    for m in mutants:
+        mutant_notebook(lab, m, subs / f"mutant-{m.name}.ipynb")
+    limits = Limits(timeout=timeout or float(hidden.rubric.get("timeout", 60)))
+    grade_batch(lab, [subs], work / "out", jobs=jobs, quiet=True, limits=limits)
+    results = {p.parent.name: json.loads(p.read_text()) for p in (work / "out").glob("*/results.json")}
+    bad = []
+    total = sum(points.values())
+    if results["reference"]["score"] != total:
+        bad.append(f"reference scored {results['reference']['score']} of {total}")
+    if results["blank"]["score"] != 0:
+        bad.append(f"the blank release scored {results['blank']['score']}")
+    for m in mutants:
+        unknown = m.loses - set(names)
+        if unknown:
+            bad.append(f"mutant {m.name} names unknown tests {sorted(unknown)}")
+        got = {t["name"]: t for t in results[f"mutant-{m.name}"]["tests"]}
+        for key, name in names.items():
+            t = got[name]
+            if key in m.loses and t["score"] >= t["max_score"]:
+                bad.append(f"mutant {m.name} ({m.why}) kept all points of {key}")
+            elif key not in m.loses and t["score"] < t["max_score"]:
+                bad.append(f"mutant {m.name} lost points of {key}, which it should pass: {t['output'][:300]}")
+    return results, bad
