@@ -1,4 +1,5 @@
-"""Hostile submissions to lab 4: each gets the right score and a clear message, and the batch completes."""
+"""Hostile submissions to lab 4, one per attack class: each gains nothing, harms no other submission,
+gets a clear message, and the batch completes."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import pytest
 from grading_helpers import RING, WRONG, notebook, output_of, results
 from scaleoutai.grading.labs import find_lab
 from scaleoutai.grading.runner import grade_batch
-from scaleoutai.grading.sandbox import UID_BASE, Limits, _uid_alive, probe_mode
+from scaleoutai.grading.sandbox import UID_BASE, Limits, probe_mode, uid_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.timeout(240),
@@ -24,6 +25,7 @@ def batch(tmp_path_factory):
         pytest.skip("this machine forbids mount and network namespaces")
     subs = tmp_path_factory.mktemp("subs")
     out = tmp_path_factory.mktemp("out")
+    os.environ["SCALEOUT_GRADER_SECRET"] = SECRET  # an instructor's variable the sandbox must never hold
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -53,7 +55,7 @@ for path in ("results.json", {str(out / "forge" / "results.json")!r}, {str(out /
 '''
     read = f'''
 import os
-for path in ({str(grading)!r}, {str(solution)!r}):
+for path in ({str(grading)!r}, {str(solution)!r}, {str(ROOT / ".git" / "HEAD")!r}, {str(subs / "net.ipynb")!r}):
     try:
         print(open(path).read()[:200])
     except OSError as exc:
@@ -63,7 +65,37 @@ try:
 except OSError as exc:
     print("list-denied", type(exc).__name__)
 print("uid", os.getuid())
+print("pids", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 '''
+    env = f'''
+import os
+found = {SECRET!r} in str(dict(os.environ))
+for path in ("/proc/self/environ", "/proc/1/environ"):
+    try:
+        found = found or {SECRET!r}.encode() in open(path, "rb").read()
+    except OSError:
+        pass  # the process is not dumpable once it dropped to its uid
+print("secret-found" if found else "secret-absent")
+'''
+    fill = '''
+import os
+for d in ("/tmp", "/dev/shm", "/var/tmp", "."):
+    assert not [n for n in os.listdir(d) if n.startswith("filler")], "a previous submission left files in " + d
+    try:
+        with open(os.path.join(d, "filler"), "wb") as f:
+            for _ in range(80):
+                f.write(b"x" * (1 << 20))
+        print("fill-unbounded", d)
+    except OSError as exc:
+        print("fill-stopped", d, exc.errno)
+'''
+    huge = "\n".join(f"v{i} = {i}" for i in range(40_000))  # 0.5 MB of code
+    forge_status = '''
+import os
+open("setup_error.txt", "w").write("forged")
+os._exit(86)
+'''
+    html = "print('<script>alert(1)</script><b>bold</b>')"
     net = f'''
 import socket
 for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80)):
@@ -81,20 +113,28 @@ for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80)):
         "sysexit": (RING.replace("K, r = comm.size, comm.rank", "import sys; sys.exit(3)"),),
         "osexit": (RING, "import os; os._exit(0)"), "print": (RING, "print('x' * 100_000_000)"),
         "missing": (RING.replace("def ring_allreduce", "def ring_all_reduce"),),
+        "env": (RING, env), "fill": (RING, fill), "fill2": (RING, fill), "huge": (RING, huge),
+        "forgestatus": (RING, forge_status), "html": (RING, html), "gradebook.csv": (WRONG,), "amy-2": (WRONG,),
         "wrongtype": (RING.replace("return np.concatenate(chunks)", "return np.concatenate(chunks).tolist()")
                       .replace("return x.copy()", "return x.tolist()"),),
     }
     for name, cells in cases.items():
         notebook(subs / f"{name}.ipynb", *cells)
     (subs / "malformed.ipynb").write_text("{ this is not a notebook")
+    (subs / "amy").mkdir()
+    notebook(subs / "amy" / "amy.ipynb", RING)  # id "amy"; a second "amy" must not take the honest "amy-2"
+    notebook(subs / "amy.ipynb", WRONG)
     summary = grade_batch(find_lab("lab04", ROOT), [subs], out, jobs=2, quiet=True,
-                          limits=Limits(timeout=12, memory_mb=1500))
+                          limits=Limits(timeout=20, memory_mb=1500))
     listener.close()
     return out, summary
 
 
+SECRET = "instructor-secret-4f9c2e"
 EXPECTED = {"patch": 0.0, "forge": 4.0, "read": 100.0, "net": 100.0, "loop": 0.0, "membomb": 0.0, "forkbomb": 0.0,
-            "sysexit": 0.0, "osexit": 0.0, "print": 100.0, "missing": 0.0, "wrongtype": 0.0, "malformed": 0.0}
+            "sysexit": 0.0, "osexit": 0.0, "print": 100.0, "missing": 0.0, "wrongtype": 0.0, "malformed": 0.0,
+            "env": 100.0, "fill": 100.0, "fill2": 100.0, "huge": 85.0, "forgestatus": 0.0, "html": 100.0,
+            "gradebook.csv-2": 4.0, "amy-2": 4.0, "amy": 4.0, "amy-3": 100.0}
 
 
 def test_batch_of_hostile_submissions_completes_with_one_result_each(batch):
@@ -126,8 +166,53 @@ def test_forged_result_files_are_ignored_and_the_results_folder_is_out_of_reach(
 
 def test_student_code_cannot_read_hidden_tests_or_the_solution_and_runs_unprivileged(batch):
     log = output_of(results(batch[0], "read"), "Notebook runs")
-    assert log.count("read-denied PermissionError") == 2 and "list-denied" in log
-    assert f"uid {UID_BASE}" in log or f"uid {UID_BASE + 1}" in log
+    # the course repository, its git history and other submissions are not in the sandbox's root at all
+    assert log.count("read-denied FileNotFoundError") == 4 and "list-denied" in log
+    assert f"uid {UID_BASE}" in log or f"uid {UID_BASE + 16}" in log
+    pids = json.loads(log.split("pids ")[1].splitlines()[0])
+    assert pids and max(pids) < 20  # its own PID namespace: no neighbour's /proc to reach
+
+
+def test_no_variable_of_the_grader_survives_anywhere_in_the_sandbox(batch):
+    assert "secret-absent" in output_of(results(batch[0], "env"), "Notebook runs")
+    from scaleoutai.grading.sandbox import Zygote
+
+    z = Zygote("full")  # every sandbox is forked from it: its memory never held the grader's environment
+    try:
+        assert SECRET.encode() not in open(f"/proc/{z._proc.pid}/environ", "rb").read()
+        assert "SCALEOUT_GRADER_SECRET" in os.environ
+    finally:
+        z.close()
+
+
+def test_private_temporary_space_is_capped_and_starts_empty(batch):
+    for name in ("fill", "fill2"):
+        log = output_of(results(batch[0], name), "Notebook runs")
+        assert "fill-unbounded" not in log and log.count("fill-stopped") == 4, log
+        assert "a previous submission left files" not in log
+
+
+def test_a_huge_notebook_is_analysed_once_within_bounds(batch):
+    res = results(batch[0], "huge")
+    assert "the check reads" in output_of(res, "uses only the communicator's send and recv")
+    assert res["execution_time"] < 60
+
+
+def test_a_student_cannot_forge_a_sandbox_failure(batch):
+    res = results(batch[0], "forgestatus")
+    assert res["scaleout"]["status"] != "error" and "could not build its sandbox" not in json.dumps(res)
+
+
+def test_feedback_is_plain_text_so_student_output_cannot_inject_markup(batch):
+    res = results(batch[0], "html")
+    assert res["output_format"] == "text" and res["test_output_format"] == "text"
+    assert "<script>" in output_of(res, "Notebook runs")  # shown verbatim, as text
+
+
+def test_hostile_names_never_collide_with_each_other_or_the_gradebook(batch):
+    out = batch[0]
+    assert (out / "gradebook.csv").is_file() and (out / "gradebook.csv-2" / "results.json").is_file()
+    assert results(out, "amy-3")["score"] == 100 and results(out, "amy-2")["score"] == 4  # nobody overwrote it
 
 
 def test_student_code_has_no_network_not_even_the_graders_loopback(batch):
@@ -137,6 +222,7 @@ def test_student_code_has_no_network_not_even_the_graders_loopback(batch):
 
 @pytest.mark.parametrize("name,words", [("loop", "time limit"), ("forkbomb", "time limit"),
                                         ("membomb", "memory"), ("sysexit", "sys.exit"), ("osexit", "ended"),
+                                        ("forgestatus", "ended"),
                                         ("missing", "no function named ring_allreduce"),
                                         ("wrongtype", "is a list; return a NumPy array"),
                                         ("malformed", "not a readable notebook"), ("print", "64 KB")])
@@ -153,4 +239,4 @@ def test_no_result_echoes_hidden_test_source(batch):
 
 
 def test_fork_bomb_leaves_no_process_behind(batch):
-    assert not _uid_alive(UID_BASE) and not _uid_alive(UID_BASE + 1)
+    assert not uid_alive(UID_BASE) and not uid_alive(UID_BASE + 16)

@@ -76,15 +76,19 @@ class RunReport:
     cells: dict | None  # rank 0's cell errors and output, None when the cells never finished
     setup_error: str = ""
     confinement: str = ""
+    cells_failure: str = ""  # "exit" or "timeout" when the cells never finished
 
 
 def _run_status(run: RunReport, limits: Limits) -> tuple[str, str]:
     """(status, message) for the "notebook ran" entry."""
     if run.setup_error:
         return "error", f"the grader could not build its sandbox ({run.setup_error[:300]}); tell your instructor"
+    if run.cells is None and run.cells_failure == "timeout":
+        return "timeout", (f"your notebook's cells were still running at the time limit of {limits.timeout:g} s "
+                           f"(an infinite loop, or a fork bomb?); nothing could be graded")
     if run.cells is None:
-        return "exit", ("your notebook ended (or hung in) the grader's process while its cells ran: sys.exit, "
-                        "os._exit, an endless loop or the memory limit? Remove that code")
+        return "exit", ("your notebook ended the grader's process while its cells ran: sys.exit, os._exit or "
+                        "the memory limit? Remove that code")
     failed = [o.meta.get("error", "") for o in run.outcomes.values() if not o.meta.get("ok")]
     if any("time limit was used up" in e for e in failed):
         return "timeout", (f"grading stopped at the time limit of {limits.timeout:g} s; the cases that did "

@@ -10,6 +10,7 @@ its result. Each rank sandbox lives for the whole submission unless a case ends 
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -59,6 +60,7 @@ class SubmissionRun:
         self.deadline = time.monotonic() + limits.timeout
         self.ranks: dict[int, tuple[Channel, str]] = {}
         self.cells_report: dict | None = None  # rank 0's first run of the cells
+        self.cells_failure = ""  # "exit" or "timeout" when rank 0 never finished its cells
         self.confinement = ""
         self._n = 0
 
@@ -80,8 +82,9 @@ class SubmissionRun:
         self.confinement = self.z.spawn(key, name, [theirs for _, theirs in ends], uid, self.subwork, self.limits,
                                         self.cpu, report, lifetime=self.limits.timeout + 30)
         chans = [ch for ch, _ in ends]
+        code = np.frombuffer(json.dumps(self.cells).encode(), dtype=np.uint8)  # up to the notebook cap
         for ch in chans:
-            ch.send({"op": "hello", "cells": self.cells})
+            ch.send({"op": "hello"}, [code])
         return chans, key
 
     def _cells(self, ch: Channel, first: bool) -> None:
@@ -113,7 +116,7 @@ class SubmissionRun:
 
     def close(self) -> None:
         self.reset(list(self.ranks))
-        self.z.release(self.subwork)
+        self.z.release(self.subwork, self.uids)
 
     def _args(self, case: Case, r: int) -> tuple[list[dict], list[np.ndarray]]:
         specs, arrays = [], []

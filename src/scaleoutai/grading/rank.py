@@ -204,8 +204,10 @@ def serve(fd: int, report_output: bool) -> None:
         os.dup2(null, target)
     out = _Capped()
     sys.stdout = sys.stderr = out
-    head, _ = ch.recv()
-    cells = head.get("cells", [])
+    _, (code,) = ch.recv()
+    import json
+
+    cells = json.loads(code.tobytes().decode())
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     errors = exec_cells(cells, ns)
     if not report_output:

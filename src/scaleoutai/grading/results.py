@@ -92,6 +92,8 @@ def make_results(tests: list[dict], output: str, wall: float, extra: dict | None
     """Gradescope's results.json: score, max_score, tests[], output; ``extra`` lands under "scaleout"."""
     return {"score": round(sum(t["score"] for t in tests), 4), "max_score": sum(t["max_score"] for t in tests),
             "output": output, "execution_time": round(wall, 2), "stdout_visibility": "hidden",
+            # plain text everywhere: what a student printed is shown, never rendered as HTML or Markdown
+            "output_format": "text", "test_output_format": "text", "test_name_format": "text",
             "tests": tests, "scaleout": extra or {}}
 
 

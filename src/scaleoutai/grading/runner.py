@@ -183,11 +183,13 @@ def grade_one(hidden, sub: Submission, cells: list[dict], zygote: Zygote, base: 
                 outcomes[case.id] = run.run(case)
         except SetupFailed as exc:
             setup_error = str(exc)
-        except (EOFError, TimeoutError):
-            pass  # rank 0 died or hung in the cells: reported as such below
+        except EOFError:
+            run.cells_failure = "exit"  # rank 0 died in the cells
+        except TimeoutError:
+            run.cells_failure = "timeout"
     finally:
         run.close()
-    report = RunReport(outcomes, run.cells_report, setup_error, run.confinement)
+    report = RunReport(outcomes, run.cells_report, setup_error, run.confinement, run.cells_failure)
     return grade_run(hidden, report, cells, limits, wall=time.perf_counter() - t)
 
 

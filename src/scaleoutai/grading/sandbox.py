@@ -234,6 +234,9 @@ def zygote_loop(sock: socket.socket) -> None:
                         if j["key"] == job["key"]:
                             _kill(pid, j)
                 elif job["op"] == "release":
+                    if job.get("mode") != "none":
+                        for uid in job.get("uids", []):
+                            kill_uid(uid)
                     if job["subwork"] in mounted and job.get("mode") == "full":
                         try:
                             umount(job["subwork"])
@@ -261,11 +264,13 @@ def zygote_loop(sock: socket.socket) -> None:
 
 
 def _kill(pid: int, job: dict) -> None:
+    """End one sandbox. In full mode its PID namespace dies with its first process (setsid or not), and
+    the ranks of a submission share a uid, so the uid-wide kill waits for ``release``."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
         pass
-    if job["limits"]["mode"] != "none":
+    if job["limits"]["mode"] == "uid":
         kill_uid(job["uid"])
 
 
@@ -356,9 +361,11 @@ class Zygote:
         with self._lock:
             self._sock.send(json.dumps({"op": "kill", "key": key}).encode())
 
-    def release(self, subwork: str) -> None:
+    def release(self, subwork: str, uids: list[int]) -> None:
+        """Drop a submission's working folders and end every process left under its uids."""
         with self._lock:
-            self._sock.send(json.dumps({"op": "release", "subwork": subwork, "mode": self.mode}).encode())
+            self._sock.send(json.dumps({"op": "release", "subwork": subwork, "mode": self.mode,
+                                        "uids": uids}).encode())
 
     def close(self) -> None:
         try:
