@@ -73,7 +73,7 @@ class Channel:
             pass
 
     def send(self, header: dict, arrays: list[np.ndarray] = ()) -> None:
-        arrays = [np.ascontiguousarray(a) for a in arrays]
+        arrays = [a if a.flags.c_contiguous else a.copy(order="C") for a in map(np.asarray, arrays)]  # 0-d stays 0-d
         head = dict(header, arrays=[_describe(a) for a in arrays])
         raw = json.dumps(head, separators=(",", ":")).encode()
         size = sum(a.nbytes for a in arrays)
