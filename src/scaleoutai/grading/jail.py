@@ -156,6 +156,8 @@ def _stub(root: str, target: str, n: int) -> None:
 def build_root(root: str, work: str, roots: list[str], limits: Limits) -> None:
     """Mount the allowlisted tree at ``root`` (an empty folder in a private mount namespace)."""
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
+    for d in ("/tmp", "/var/tmp"):  # first: an import root under /tmp is then bound inside it, not hidden
+        _tmpfs(root + d, limits.tmp_mb)
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             os.symlink(os.readlink(d), root + d)
@@ -180,8 +182,7 @@ def build_root(root: str, work: str, roots: list[str], limits: Limits) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{root}/dev/{name}")
-    for d in ("/tmp", "/var/tmp", "/dev/shm"):
-        _tmpfs(root + d, limits.tmp_mb)
+    _tmpfs(root + "/dev/shm", limits.tmp_mb)
     os.makedirs(root + "/proc")
     os.makedirs(root + HOME)  # fails loudly if an import root sits there: never cover one
     mount(work, root + HOME, None, MS_BIND | MS_REC)  # with the shared folder bound inside it
