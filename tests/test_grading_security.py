@@ -96,6 +96,8 @@ open("setup_error.txt", "w").write("forged")
 os._exit(86)
 '''
     html = "print('<script>alert(1)</script><b>bold</b>')"
+    flood = RING.replace("K, r = comm.size, comm.rank", "K, r = comm.size, comm.rank\n    while K > 1:\n"
+                         "        comm.send(np.zeros(1 << 20), (r + 1) % K)")
     net = f'''
 import socket
 for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80)):
@@ -114,7 +116,7 @@ for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80)):
         "osexit": (RING, "import os; os._exit(0)"), "print": (RING, "print('x' * 100_000_000)"),
         "missing": (RING.replace("def ring_allreduce", "def ring_all_reduce"),),
         "env": (RING, env), "fill": (RING, fill), "fill2": (RING, fill), "huge": (RING, huge),
-        "forgestatus": (RING, forge_status), "html": (RING, html), "gradebook.csv": (WRONG,), "amy-2": (WRONG,),
+        "forgestatus": (RING, forge_status), "html": (RING, html), "flood": (flood,), "gradebook.csv": (WRONG,), "amy-2": (WRONG,),
         "wrongtype": (RING.replace("return np.concatenate(chunks)", "return np.concatenate(chunks).tolist()")
                       .replace("return x.copy()", "return x.tolist()"),),
     }
@@ -133,7 +135,7 @@ for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80)):
 SECRET = "instructor-secret-4f9c2e"
 EXPECTED = {"patch": 0.0, "forge": 4.0, "read": 100.0, "net": 100.0, "loop": 0.0, "membomb": 0.0, "forkbomb": 0.0,
             "sysexit": 0.0, "osexit": 0.0, "print": 100.0, "missing": 0.0, "wrongtype": 0.0, "malformed": 0.0,
-            "env": 100.0, "fill": 100.0, "fill2": 100.0, "huge": 85.0, "forgestatus": 0.0, "html": 100.0,
+            "env": 100.0, "fill": 100.0, "fill2": 100.0, "huge": 85.0, "forgestatus": 0.0, "html": 100.0, "flood": 4.0,
             "gradebook.csv-2": 4.0, "amy-2": 4.0, "amy": 4.0, "amy-3": 100.0}
 
 
@@ -222,7 +224,7 @@ def test_student_code_has_no_network_not_even_the_graders_loopback(batch):
 
 @pytest.mark.parametrize("name,words", [("loop", "time limit"), ("forkbomb", "time limit"),
                                         ("membomb", "memory"), ("sysexit", "sys.exit"), ("osexit", "ended"),
-                                        ("forgestatus", "ended"),
+                                        ("forgestatus", "ended"), ("flood", "more than 200000 messages or 256 MB"),
                                         ("missing", "no function named ring_allreduce"),
                                         ("wrongtype", "is a list; return a NumPy array"),
                                         ("malformed", "not a readable notebook"), ("print", "64 KB")])

@@ -1,5 +1,6 @@
 # mutant: the right sums by the wrong algorithm: everything to rank 0, which sums and sends back
 # loses: bandwidth, send_recv_only
+# says: 2(K-1)
 import numpy as np
 
 

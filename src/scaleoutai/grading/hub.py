@@ -27,6 +27,7 @@ from .checks import Case, Plan
 from .jail import Limits
 from .sandbox import SetupFailed, Zygote
 
+MAX_MESSAGES, MAX_BYTES = 200_000, 256 << 20  # per case, all ranks together
 GLOO_PORT = 29500  # the gloo sandbox has a network namespace of its own: no one else holds this port
 
 
@@ -201,6 +202,7 @@ class SubmissionRun:
         deadline = time.monotonic() + timeout
         record = bool(case.data.get("record_messages"))
         messages: list[tuple[int, int, np.ndarray]] = []
+        sent = [0, 0]  # messages and bytes of this case: what the grader holds for the ranks is bounded
 
         def proxy(comm: Any) -> _Returned:
             r = comm.rank
@@ -212,6 +214,11 @@ class SubmissionRun:
                 if op == "send":
                     if len(arrays) != 1:
                         raise StudentError("a send carried no array")
+                    sent[0] += 1
+                    sent[1] += arrays[0].nbytes
+                    if sent[0] > MAX_MESSAGES or sent[1] > MAX_BYTES:
+                        raise StudentError(f"the ranks sent more than {MAX_MESSAGES} messages or {MAX_BYTES >> 20} MB "
+                                           f"in one case; look for a send inside a loop that never ends")
                     try:
                         comm.send(arrays[0], head.get("dst"))
                     except _Crash:

@@ -8,6 +8,7 @@ cell to the reference solution, so it redefines what the student writes::
     def ring_allreduce(comm, x):
         return x.copy()
 
+An optional ``# says: words`` line names words the feedback of a lost test must contain.
 ``loses`` names the rubric keys (tests.py ``Test.key``) that must score below their points; every
 other test must keep all of its points. ``grade_mutants`` grades the reference, the blank release and
 every mutant of a lab in one batch and returns what went against those labels.
@@ -29,6 +30,7 @@ class Mutant:
     why: str
     loses: frozenset[str]
     code: str
+    says: str = ""  # words the feedback of a lost test must contain (the mistake named, teaching)
 
 
 def load_mutants(lab: Lab) -> list[Mutant]:
@@ -41,7 +43,8 @@ def load_mutants(lab: Lab) -> list[Mutant]:
         if not why or not loses:
             raise ValueError(f"{path}: a mutant starts with '# mutant: <what is wrong>' and '# loses: <test keys>'")
         keys = frozenset(k.strip() for k in loses.group(1).split(",") if k.strip())
-        out.append(Mutant(path.stem, why.group(1).strip(), keys, text))
+        says = re.search(r"^# says: (.+)$", text, re.M)
+        out.append(Mutant(path.stem, why.group(1).strip(), keys, text, says.group(1).strip() if says else ""))
     return out
 
 
@@ -91,4 +94,7 @@ def grade_mutants(lab: Lab, work: Path, jobs: int = 2, timeout: float | None = N
                 bad.append(f"mutant {m.name} ({m.why}) kept all points of {key}")
             elif key not in m.loses and t["score"] < t["max_score"]:
                 bad.append(f"mutant {m.name} lost points of {key}, which it should pass: {t['output'][:300]}")
+        lost = " ".join(got[names[k]]["output"] for k in m.loses if k in names)
+        if m.says and m.says not in lost:
+            bad.append(f"mutant {m.name}: no lost test's feedback says {m.says!r}")
     return results, bad
