@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import socket
-import tempfile
 
 import numpy as np
 import pytest
@@ -104,7 +103,7 @@ def tolerant(comm, x):
 
 
 @pytest.fixture(scope="module")
-def run():
+def run(tmp_path_factory):
     mode = probe_mode()
     zygote = Zygote(mode)
     plan = Plan()
@@ -112,7 +111,7 @@ def run():
                                           ("tolerant", 2, {"crash": {"1": 0}})]):
         plan.add(Case(id=f"c{i}", fn=fn, label=fn, world_size=K, faults=faults, timeout=8),
                  per_rank={"x": [np.full(5, (r + 1) * 1000.0) for r in range(K)]})
-    base = tempfile.mkdtemp(prefix="hub-test-")
+    base = tmp_path_factory.mktemp("hub")
     sub = SubmissionRun(zygote, "t", list(range(UID_BASE + 3000, UID_BASE + 3016)), None, f"{base}/t",
                         Limits(timeout=40, mode=mode), [{"source": CELLS, "skip": False}], plan)
     outcomes = {c.id: sub.run(c) for c in plan.cases}
