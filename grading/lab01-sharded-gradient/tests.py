@@ -5,6 +5,8 @@ import numpy as np
 
 from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close
 
+UNIMPORTABLE = ("scaleoutai.sharding", "scaleoutai.collectives", "scaleoutai.parallel")  # the answers
+
 LOCAL = [(20, 3, "float64"), (7, 4, "float32"), (1, 5, "float64"), (0, 3, "float64"), (33, 6, "float32")]
 SHARDED = [(1, 23, 4, "float64"), (2, 23, 4, "float64"), (3, 23, 4, "float32"), (5, 23, 4, "float64"),
            (8, 23, 4, "float64"), (5, 101, 6, "float32"), (8, 5, 3, "float64")]
@@ -24,13 +26,18 @@ def plan(rng: np.random.Generator) -> Plan:
                    timeout=5, data={"d": d, "dtype": dt}), shared=_data(rng, n, d, dt))
     for i, (K, n, d, dt) in enumerate(SHARDED):
         why = ", more workers than rows" if K > n else ""
-        p.add(Case(id=f"s{i}", fn="sharded_gradient", label=f"K={K}, N={n}, d={d}, {dt}{why}", world_size=K,
-                   timeout=8, data={"d": d, "dtype": dt}), shared=_data(rng, n, d, dt))
+        full = _data(rng, n, d, dt)
+        rows = np.array_split(np.arange(n), K)  # each rank process is handed its own shard only
+        case = Case(id=f"s{i}", fn="sharded_gradient", label=f"K={K}, N={n}, d={d}, {dt}{why}", world_size=K,
+                    timeout=8, data={"d": d, "dtype": dt, "full": full})
+        p.add_in_order(case, [("X", [full["X"][r] for r in rows]), ("y", [full["y"][r] for r in rows]),
+                              ("w", full["w"])])
     return p
 
 
 def _reference(res: CaseResult) -> np.ndarray:
-    X, y, w = (res.shared(k).astype(np.float64) for k in ("X", "y", "w"))
+    full = res.case.data.get("full") or {k: res.shared(k) for k in ("X", "y", "w")}
+    X, y, w = (full[k].astype(np.float64) for k in ("X", "y", "w"))
     return 2.0 / len(y) * X.T @ (X @ w - y) if len(y) else np.zeros_like(w)
 
 
@@ -54,17 +61,30 @@ def sharded(res: CaseResult):
 
 
 def communication(res: CaseResult):
+    """From the grader's counts: gradient-sized messages, and every rank's contribution reaches it."""
     K, d = res.case.world_size, res.case.data["d"]
     try:
         sharded(res)
     except Fail as exc:
-        raise Fail(f"communication is graded on a correct result; first fix: {exc}") from None
+        raise Fail(f"graded after the gradient is right; first fix: {exc}") from None
     bound = (K - 1) * (d + 1) * 8
     for r in range(K):
         sent = res.stats(r)["bytes_sent"]
         if sent > bound:
             raise Fail(f"rank {r} sent {sent} bytes, {sent / bound:.1f}x the {bound} bytes that averaging a "
                        f"d={d} gradient needs at most ((K-1)(d+1)*8); send gradients, not rows of X")
+    heard = {r: {r} for r in range(K)}  # whose contribution can have reached rank r so far
+    in_flight: dict[tuple[int, int], list[set[int]]] = {}
+    for e in sorted(res.trace, key=lambda e: (e.end, 0) if e.kind == "recv" else (e.start, 1)):
+        if e.kind == "send":  # a message carries what its sender had heard when it left
+            in_flight.setdefault((e.rank, e.peer), []).append(set(heard[e.rank]))
+        elif in_flight.get((e.peer, e.rank)):
+            heard[e.rank] |= in_flight[(e.peer, e.rank)].pop(0)
+    for r in range(K):
+        if len(heard[r]) < K:
+            missing = sorted(set(range(K)) - heard[r])
+            raise Fail(f"rank {r} returned a gradient although no message chain brought it rank "
+                       f"{missing[0]}'s contribution: each rank holds only its own shard")
     return 1.0, ""
 
 
@@ -73,6 +93,6 @@ TESTS = [
          check=local),
     Test("sharded", "sharded_gradient equals the single-machine gradient on every rank (K = 1, 2, 3, 5, 8)",
          select=lambda c: c.mode == "spmd", check=sharded),
-    Test("communication", "sharded_gradient sends gradients, not data", select=lambda c: c.mode == "spmd"
+    Test("communication", "sharded_gradient sends gradients, not data, and hears from every rank", select=lambda c: c.mode == "spmd"
          and c.world_size > 1, check=communication),
 ]

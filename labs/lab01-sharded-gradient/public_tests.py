@@ -14,7 +14,9 @@ def run_public_tests(local_gradient, sharded_gradient):
     assert isinstance(got, np.ndarray) and got.shape == (3,), "local_gradient must return an array of shape (d,)"
     np.testing.assert_allclose(got, expected, rtol=1e-10, err_msg="local_gradient")
     for K in (1, 2, 3):
-        res = cluster.run(sharded_gradient, K, backend="sim", args=(X, y, w), timeout=30)
+        rows = np.array_split(np.arange(12), K)
+        res = cluster.run(lambda comm: sharded_gradient(comm, X[rows[comm.rank]], y[rows[comm.rank]], w), K,
+                          backend="sim", timeout=30)
         for r in range(K):
             np.testing.assert_allclose(res.values[r], expected, rtol=1e-10, err_msg=f"sharded_gradient, K={K}, rank {r}")
         print(f"ok: sharded_gradient with K={K}")
