@@ -5,6 +5,8 @@ import numpy as np
 
 from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test
 
+UNIMPORTABLE = ("scaleoutai.clocks", "scaleoutai.consensus", "scaleoutai.collectives", "scaleoutai.parallel")
+
 CLOCKS = [(1, 5), (2, 12), (3, 20), (5, 30)]  # (K, steps of the global schedule)
 # (K, entries, {follower: acks it sends before crashing}); the label says how many crash
 COMMIT = [(3, 4, {}), (5, 3, {}), (3, 4, {2: 0}), (5, 4, {1: 0, 4: 0}), (3, 5, {1: 2, 2: 3}),
