@@ -174,6 +174,7 @@ def _run_case(ch: Channel, ns: dict, case: dict, arrays: list[np.ndarray]) -> No
         import signal
 
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGXFSZ})  # blocked, it would only fail the write
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(case["fsize_kill"]),) * 2)
     try:
         if case["mode"] == "call":

@@ -142,6 +142,8 @@ def _sandbox(job: dict, fds: list[int], status_w: int) -> None:
         os._exit(1)
     os.write(status_w, f"ok {cpu}".encode())
     os.close(status_w)
+    if limits.mode == "full":
+        _init_of_namespace(fds)
     from .rank import serve
 
     for i, fd in enumerate(fds[1:], 1):  # a real-process (gloo) sandbox: one process per rank
@@ -153,6 +155,24 @@ def _sandbox(job: dict, fds: list[int], status_w: int) -> None:
     for fd in fds[1:]:
         os.close(fd)
     serve(fds[0], report_output=job.get("report", False))
+
+
+def _init_of_namespace(fds: list[int]) -> None:
+    """Stay pid 1 of the sandbox's PID namespace and run the ranks as its children: the kernel drops
+    default-action signals sent to a namespace's init (a write past RLIMIT_FSIZE would then only fail
+    instead of killing the writer), and an init reaps what the ranks leave behind."""
+    rank = os.fork()
+    if rank == 0:
+        return
+    for fd in fds:
+        os.close(fd)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(0)
+        if pid == rank:
+            os._exit(min(255, max(0, os.waitstatus_to_exitcode(status))) or (128 + 9 if status else 0))
 
 
 def _prepare_work(job: dict, mounted: set[str]) -> None:
