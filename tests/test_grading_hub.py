@@ -11,7 +11,9 @@ from scaleoutai.grading.checks import Case, Plan
 from scaleoutai.grading.hub import SubmissionRun
 from scaleoutai.grading.jail import Limits
 from scaleoutai.grading.rank import exec_cells, record
-from scaleoutai.grading.sandbox import UID_BASE, Zygote, probe_mode
+from scaleoutai.grading.jail import probe_mode
+from scaleoutai.grading.sandbox import UID_BASE
+from scaleoutai.grading.zygote import Zygote
 
 pytestmark = pytest.mark.timeout(60)
 

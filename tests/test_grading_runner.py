@@ -12,7 +12,7 @@ import pytest
 from grading_helpers import RING, WRONG, notebook, results
 from scaleoutai.grading.labs import assign, find_lab, solution_notebook
 from scaleoutai.grading.runner import find_submissions, grade_batch
-from scaleoutai.grading.sandbox import Limits
+from scaleoutai.grading.jail import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(180)

@@ -12,7 +12,8 @@ import pytest
 from grading_helpers import RING, WRONG, notebook, output_of, results
 from scaleoutai.grading.labs import find_lab
 from scaleoutai.grading.runner import grade_batch
-from scaleoutai.grading.sandbox import UID_BASE, Limits, probe_mode, uid_alive
+from scaleoutai.grading.jail import Limits, probe_mode, uid_alive
+from scaleoutai.grading.sandbox import UID_BASE
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.timeout(240),
@@ -177,7 +178,7 @@ def test_student_code_cannot_read_hidden_tests_or_the_solution_and_runs_unprivil
 
 def test_no_variable_of_the_grader_survives_anywhere_in_the_sandbox(batch):
     assert "secret-absent" in output_of(results(batch[0], "env"), "Notebook runs")
-    from scaleoutai.grading.sandbox import Zygote
+    from scaleoutai.grading.zygote import Zygote
 
     z = Zygote("full")  # every sandbox is forked from it: its memory never held the grader's environment
     try:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-SHARED_FOLDER = "ckpt"  # every rank sees the checkpoints, as on a cluster's shared file system
-
 from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close
+
+SHARED_FOLDER = "ckpt"  # every rank sees the checkpoints, as on a cluster's shared file system
 
 HEAVY_BALL = 0.9
 # (K, rows, d, steps, every, crashing rank, step it crashes in, dtype); None: no crash case

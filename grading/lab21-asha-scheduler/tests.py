@@ -5,6 +5,8 @@ import numpy as np
 
 from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test
 
+UNIMPORTABLE = ("scaleoutai.parallel",)  # the answer: ASHA and its driver
+
 NAMES = {0: "continue", 1: "promote", 2: "stop"}
 
 
@@ -58,6 +60,7 @@ def simulate(sched: Reference, workers: int, score, tpu: float, duration=None):
             span = duration(t, k) if duration else tpu * (sched.r[k] - (sched.r[k - 1] if k else 0.0))
             busy[w] = (now + span, t, k)
         if not busy:
+            sched.finished_at = now  # the makespan of the asynchronous schedule
             return events, jobs[1:], sched.best()
         w = min(busy, key=lambda q: (busy[q][0], q))
         now, t, k = busy.pop(w)
@@ -109,9 +112,11 @@ def plan(rng: np.random.Generator) -> Plan:
         quality = rng.uniform(0, 1, size=(cap, 1))
         curves = quality - 0.5 ** np.arange(rungs)[None, :] + 0.05 * rng.standard_normal((cap, rungs))
         case = Case(id=f"d{i}", fn="asha_search", label=f"K={K}, eta={eta}, resources {lo}..{hi}, {cap} trials",
-                    world_size=K, timeout=10, data={"cfg": (eta, lo, hi, cap), "tpu": tpu})
-        p.inputs[f"d{i}/curves"] = curves
-        case.args = [{"key": f"d{i}/curves"}, {"value": eta}, {"value": lo}, {"value": hi}, {"value": tpu}]
+                    world_size=K, timeout=10, data={"cfg": (eta, lo, hi, cap), "tpu": tpu, "curves": curves})
+        for r in range(K):  # only workers can train: the driver's copy of the curves is all NaN
+            p.inputs[f"d{i}/curves/{r}"] = np.full_like(curves, np.nan) if r == 0 else curves
+        case.args = [{"key": f"d{i}/curves", "per_rank": True}, {"value": eta}, {"value": lo}, {"value": hi},
+                     {"value": tpu}]
         p.cases.append(case)
     return p
 
@@ -158,9 +163,9 @@ def jobs(res: CaseResult):
 
 def driver(res: CaseResult):
     eta, lo, hi, cap = res.case.data["cfg"]
-    curves, K = res.shared("curves"), res.case.world_size
-    _, per_worker, (bt, bs) = simulate(Reference(eta, lo, hi, cap), K - 1, lambda t, k: float(curves[t, k]),
-                                       res.case.data["tpu"])
+    curves, K = res.case.data["curves"], res.case.world_size
+    ref = Reference(eta, lo, hi, cap)
+    _, per_worker, (bt, bs) = simulate(ref, K - 1, lambda t, k: float(curves[t, k]), res.case.data["tpu"])
     got = res.value(0, "[best trial, best score]", shape=(2,))
     if int(got[0]) != bt or not np.isclose(got[1], bs, rtol=0, atol=1e-12):
         raise Fail(f"rank 0 reports trial {int(got[0])} with score {got[1]:.4g}, not the best trial of the ASHA "
@@ -172,7 +177,31 @@ def driver(res: CaseResult):
         if int(n.reshape(-1)[0]) != per_worker[w - 1]:
             raise Fail(f"worker {w} ran {int(n.reshape(-1)[0])} jobs, not the number the asynchronous schedule gives it: a worker "
                        f"takes a new job as soon as its result is in (ties in finish time: the lower rank first)")
+    _protocol(res, per_worker, ref.finished_at)
     return 1.0, ""
+
+
+def _protocol(res: CaseResult, per_worker: list[int], makespan: float) -> None:
+    """From the grader's trace: a star around the driver, one job message per job (plus one stop), one
+    result per job, and the simulated makespan of the asynchronous schedule (no worker waits for another)."""
+    K = res.case.world_size
+    sends = [e for e in res.trace if e.kind == "send"]
+    for e in sends:
+        if 0 not in (e.rank, e.peer):
+            raise Fail(f"worker {e.rank} sent a message to worker {e.peer}; workers talk only to the driver (rank 0)")
+    for w in range(1, K):
+        jobs = per_worker[w - 1]
+        results = sum(1 for e in sends if e.rank == w)
+        handed = sum(1 for e in sends if e.rank == 0 and e.peer == w)
+        if results != jobs:
+            raise Fail(f"worker {w} sent {results} messages to the driver; it runs {jobs} jobs and sends one result each")
+        if handed != jobs + 1:
+            raise Fail(f"the driver sent worker {w} {handed} messages; it hands it {jobs} jobs and one stop message")
+    took = res.meta.get("sim_time")
+    slack = 1e-3 * max(1, len(sends)) + 0.01 * makespan  # message latencies on the simulated network
+    if not isinstance(took, (int, float)) or took > makespan + slack:
+        raise Fail(f"the search took {took:.4g} simulated seconds, the asynchronous schedule {makespan:.4g}: "
+                   f"hand out a job the moment a worker is idle and let the workers train in parallel")
 
 
 TESTS = [
@@ -180,6 +209,6 @@ TESTS = [
          select=lambda c: c.fn == "replay", check=decisions),
     Test("jobs", "next_job promotes from the highest rung first, then starts new trials",
          select=lambda c: c.fn == "replay", check=jobs),
-    Test("driver", "asha_search on the simulator finds the reference's best trial with the same schedule (K = 2..9)",
+    Test("driver", "asha_search finds the reference's best trial with the same schedule, messages and makespan (K = 2..9)",
          select=lambda c: c.fn == "asha_search", check=driver),
 ]

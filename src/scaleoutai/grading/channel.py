@@ -95,7 +95,7 @@ class Channel:
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([self.sock], [], [], left)[0]:
-                    raise ChannelTimeout(f"no message within the time limit")
+                    raise ChannelTimeout("no message within the time limit")
             try:
                 k = self.sock.recv_into(view[got:], n - got)
             except OSError as exc:

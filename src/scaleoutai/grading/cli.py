@@ -59,7 +59,7 @@ def _grade(args: argparse.Namespace) -> int:
         print(f"Gradescope autograder written to {path}")
         return 0
     from .runner import grade_batch
-    from .sandbox import Limits
+    from .jail import Limits
 
     logging.basicConfig(level=logging.WARNING, format="scaleout: %(message)s")
     lab = find_lab(args.lab)

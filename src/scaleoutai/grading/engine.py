@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 
@@ -51,7 +49,7 @@ def load_hidden(lab: Lab) -> Hidden:
     return Hidden(module, rubric, plan, tests)
 
 
-def unimportable_files(hidden: Hidden, roots: list[str]) -> list[str]:
+def unimportable_files(hidden: Hidden, roots: list[str]) -> list[list[str]]:
     """Files of the modules the lab forbids (``UNIMPORTABLE`` in tests.py) that a sandbox covers with stubs.
 
     Packages the sandbox loads before any student code (numpy, torch) cannot be stubbed; a lab lists
@@ -64,7 +62,7 @@ def unimportable_files(hidden: Hidden, roots: list[str]) -> list[str]:
             raise ValueError(f"{name} is loaded before student code runs and cannot be made unimportable")
         path = module_file(name, roots)
         if path:
-            files.append(path)
+            files.append([name, path])
     return files
 
 

@@ -7,9 +7,7 @@ grades one submission and always leaves a results.json, even when the engine its
 """
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
 import tempfile
 import traceback
@@ -82,7 +80,7 @@ def run_one(lab_name: str, submission: Path, results: Path) -> int:
     from . import results as R
     from .labs import find_lab
     from .runner import grade_batch
-    from .sandbox import Limits
+    from .jail import Limits
 
     try:
         import yaml

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +24,7 @@ from scaleoutai.cluster.sim import _Crash
 from .channel import Channel, ChannelClosed, ChannelTimeout, pair
 from .checks import Case, Plan
 from .jail import Limits
-from .sandbox import SetupFailed, Zygote
+from .zygote import SetupFailed, Zygote
 
 MAX_MESSAGES, MAX_BYTES = 200_000, 256 << 20  # per case, all ranks together
 GLOO_PORT = 29500  # the gloo sandbox has a network namespace of its own: no one else holds this port

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from . import results as R
 from .labs import Lab, read_cells
-from .jail import Limits
-from .sandbox import UID_BASE, UIDS_PER_SLOT, SetupFailed, Zygote, kill_uid, probe_mode
+from .jail import Limits, kill_uid, probe_mode
+from .sandbox import UID_BASE, UIDS_PER_SLOT
+from .zygote import SetupFailed, Zygote
 
 log = logging.getLogger("scaleoutai.grading")
 

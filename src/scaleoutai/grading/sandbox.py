@@ -1,116 +1,26 @@
-"""The zygote: a clean, warm process that forks every sandbox of a grading batch.
+"""The zygote's side: serve spawn/kill/release requests, and build each sandbox it forks.
 
-It is a fresh interpreter started with a minimal environment (nothing of the grader's variables exists
-anywhere in its memory), before any hidden test is imported. It preloads numpy, torch and the
-communicator once, then serves requests on a SOCK_SEQPACKET socket: ``spawn`` forks a sandbox whose
-ranks each get one channel descriptor (passed with SCM_RIGHTS by the grader), ``kill`` ends one, and
-``release`` drops a submission's working folders. A sandbox reports a successful set-up on a pipe that
-is closed before student code runs, so a student cannot forge a set-up failure. In full mode the
-zygote lives in a private mount namespace, and each submission's working folders are a size-capped
-tmpfs that only its sandboxes see.
+The zygote (see ``zygote.py`` for the grader's handle) forks every sandbox of a batch. ``spawn`` forks
+a sandbox whose ranks each get one channel descriptor (passed with SCM_RIGHTS by the grader), ``kill``
+ends one, ``release`` drops a submission's working folders and processes. A sandbox reports a
+successful set-up on a pipe that is closed before student code runs, so a student cannot forge a
+set-up failure. In full mode the zygote lives in a private mount namespace, and each submission's
+working folders are a size-capped tmpfs that only its sandboxes see.
 """
 from __future__ import annotations
 
 import json
-import logging
 import os
 import select
 import signal
 import socket
-import sys
-import threading
 import time
-from dataclasses import asdict
 
-from .jail import (CLONE_NEWNS, MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG, Limits, check,
-                   enter_jail, import_roots, libc, loopback_up, mount, umount, unshare_all)
-
-log = logging.getLogger("scaleoutai.grading")
+from .jail import (MS_BIND, MS_NODEV, MS_NOSUID, PR_SET_PDEATHSIG, Limits, confine_cpu, enter_jail, kill_uid,
+                   libc, mount, umount, unshare_all)
 
 UID_BASE = 61000  # uids 61000.. are the sandboxes' uids; no passwd entry is needed to run as one
 UIDS_PER_SLOT = 16  # one uid per rank: ranks of one submission cannot read or signal each other
-ZYGOTE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-              "OPENBLAS_NUM_THREADS": "1", "TORCH_CPP_LOG_LEVEL": "ERROR", "PYTHONDONTWRITEBYTECODE": "1",
-              "MPLBACKEND": "Agg", "HOME": "/nonexistent"}
-
-
-def is_root() -> bool:
-    return os.geteuid() == 0
-
-
-def probe_mode() -> str:
-    """The strongest isolation this machine allows: "full" (root, namespaces), "uid" (root), "none"."""
-    if not is_root():
-        return "none"
-    pid = os.fork()
-    if pid == 0:
-        try:
-            unshare_all()
-            mount(None, "/", None, MS_REC | MS_PRIVATE)
-            mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k")
-            loopback_up()
-        except BaseException:  # noqa: BLE001
-            os._exit(1)
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return "full" if os.waitstatus_to_exitcode(status) == 0 else "uid"
-
-
-def kill_uid(uid: int) -> None:
-    """SIGKILL every process of ``uid``: a helper that becomes ``uid`` calls kill(-1, SIGKILL)."""
-    if not is_root():
-        return
-    for _ in range(5):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setresuid(uid, uid, uid)
-                os.kill(-1, signal.SIGKILL)
-            except OSError:
-                pass
-            os._exit(0)
-        os.waitpid(pid, 0)
-        if not uid_alive(uid):
-            return
-
-
-def uid_alive(uid: int) -> bool:
-    """Whether a live (non-zombie) process of ``uid`` exists."""
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                if os.stat(f"/proc/{d}").st_uid == uid:
-                    with open(f"/proc/{d}/stat") as f:
-                        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                            return True
-            except (OSError, IndexError):
-                pass
-    return False
-
-
-def _confine_cpu(cpu: int | None) -> str:
-    """Join a cpuset cgroup holding one core (a student cannot leave it: /sys is not in the sandbox)."""
-    if cpu is None:
-        return "none"
-    base = "/sys/fs/cgroup/cpuset"
-    try:
-        group = f"{base}/scaleout-grader/cpu{cpu}"
-        if not os.path.isdir(group):
-            os.makedirs(group, exist_ok=True)
-            mems = open(f"{base}/cpuset.mems").read().strip()
-            for d in (f"{base}/scaleout-grader", group):
-                with open(f"{d}/cpuset.mems", "w") as f:
-                    f.write(mems)
-            with open(f"{base}/scaleout-grader/cpuset.cpus", "w") as f:
-                f.write(open(f"{base}/cpuset.cpus").read().strip())
-            with open(f"{group}/cpuset.cpus", "w") as f:
-                f.write(str(cpu))
-        with open(f"{group}/tasks", "w") as f:
-            f.write(str(os.getpid()))
-        return "cgroup"
-    except OSError:
-        os.sched_setaffinity(0, {cpu})
-        return "affinity"
 
 
 def _sandbox(job: dict, fds: list[int], status_w: int) -> None:
@@ -125,7 +35,7 @@ def _sandbox(job: dict, fds: list[int], status_w: int) -> None:
                 pass
     os.setsid()
     try:
-        cpu = _confine_cpu(job.get("cpu"))
+        cpu = confine_cpu(job.get("cpu"))
         if limits.mode == "full":
             unshare_all()
             pid = os.fork()  # the child is pid 1 of the new PID namespace
@@ -313,101 +223,3 @@ def _reap(running: dict[int, dict], reply) -> None:
             reply({"op": "exit", "key": job["key"], "status": os.waitstatus_to_exitcode(st)})
 
 
-class SetupFailed(RuntimeError):
-    """The sandbox could not be built (reported by trusted code, never by the student's)."""
-
-
-class Zygote:
-    """The grader's handle: ``spawn(...)`` waits for the sandbox's set-up report; ``kill``; ``release``."""
-
-    def __init__(self, mode: str) -> None:
-        import subprocess
-
-        self.mode = mode
-        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        boot = ("import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
-                "from scaleoutai.grading.sandbox import _zygote_main; _zygote_main(int(sys.argv[2]), sys.argv[3])")
-        self.roots = import_roots()
-        self._proc = subprocess.Popen([sys.executable, "-P", "-c", boot, json.dumps(self.roots), str(theirs.fileno()),
-                                       mode], pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, cwd="/",
-                                      env=ZYGOTE_ENV)
-        theirs.close()
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._setup: dict[str, dict] = {}
-        self.exits: dict[str, int] = {}
-        self._dead = False
-        self._reader = threading.Thread(target=self._read, daemon=True, name="zygote-reader")
-        self._reader.start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                data = self._sock.recv(1 << 16)
-            except OSError:
-                data = b""
-            with self._cond:
-                if not data:
-                    self._dead = True
-                    self._cond.notify_all()
-                    return
-                msg = json.loads(data)
-                (self._setup if msg["op"] == "setup" else self.exits)[msg["key"]] = msg if msg["op"] == "setup" \
-                    else msg["status"]
-                self._cond.notify_all()
-
-    def spawn(self, key: str, folder: str, socks: list[socket.socket], uid: int, subwork: str, limits: Limits,
-              cpu: int | None, report: bool, lifetime: float) -> str:
-        """Fork a sandbox whose ranks talk on ``socks`` and work in ``subwork/folder``; returns how its
-        CPU is confined."""
-        job = {"op": "spawn", "key": key, "uid": uid, "subwork": subwork, "work": f"{subwork}/{folder}",
-               "root": f"{subwork}/.root-{key}", "limits": asdict(limits), "cpu": cpu, "report": report,
-               "roots": self.roots, "lifetime": lifetime}
-        with self._lock:
-            socket.send_fds(self._sock, [json.dumps(job).encode()], [s.fileno() for s in socks])
-        for s in socks:
-            s.close()
-        with self._cond:
-            if not self._cond.wait_for(lambda: key in self._setup or self._dead, timeout=60):
-                raise SetupFailed("the sandbox did not report within 60 s")
-            if self._dead:
-                raise RuntimeError("the grader's sandbox process (zygote) died; rerun to resume the batch")
-            msg = self._setup.pop(key)
-        if not msg["ok"]:
-            raise SetupFailed(msg["error"])
-        return msg["cpu"]
-
-    def kill(self, key: str) -> None:
-        with self._lock:
-            self._sock.send(json.dumps({"op": "kill", "key": key}).encode())
-
-    def release(self, subwork: str, uids: list[int]) -> None:
-        """Drop a submission's working folders and end every process left under its uids."""
-        with self._lock:
-            self._sock.send(json.dumps({"op": "release", "subwork": subwork, "mode": self.mode,
-                                        "uids": uids}).encode())
-
-    def close(self) -> None:
-        try:
-            self._sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-        self._proc.wait()
-        self._sock.close()
-
-
-def _zygote_main(fd: int, mode: str) -> None:
-    libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # a killed grader takes its sandboxes along
-    try:
-        if mode == "full":  # working folders and sandbox roots mounted here stay out of the host's view
-            check(libc().unshare(CLONE_NEWNS), "unshare")
-            mount(None, "/", None, MS_REC | MS_PRIVATE)
-        import numpy  # noqa: F401
-        try:
-            import torch  # noqa: F401 - one import for every rank of the batch
-        except ImportError:  # pragma: no cover
-            pass
-        from scaleoutai.cluster import _worker, process  # noqa: F401
-        zygote_loop(socket.socket(fileno=fd))
-    finally:
-        os._exit(0)
