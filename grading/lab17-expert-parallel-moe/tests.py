@@ -18,6 +18,7 @@ TOL = {"float64": (1e-9, 1e-9), "float32": (1e-4, 1e-4)}  # (rtol, atol per unit
 MARGIN = 1e-3  # router probabilities this close could rank differently in float32: resample such tokens
 ALLOWED_FROM_MOE = {"capacity", "expert_owners", "moe_init", "moe_forward_dense"}
 FORBIDDEN_MODULES = ("torch.distributed", "mpi4py", "ray.util.collective")
+UNIMPORTABLE = ("scaleoutai.parallel.moe",)  # the answer; the reference layer is moe_dense
 FORBIDDEN_NAMES = ("moe_forward_ep", "moe_backward_ep", "_route", "_slots", "_router", "_choices")
 
 
@@ -148,10 +149,11 @@ def _moe_imports(source: str) -> list[str]:
         return []
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "scaleoutai.parallel.moe":
+        if isinstance(node, ast.ImportFrom) and node.module in ("scaleoutai.parallel.moe",
+                                                                 "scaleoutai.parallel.moe_dense"):
             found += [f"moe.{a.name}" for a in node.names if a.name not in ALLOWED_FROM_MOE]
         elif isinstance(node, ast.ImportFrom) and node.module == "scaleoutai.parallel":
-            found += [f"scaleoutai.parallel.{a.name}" for a in node.names if a.name != "model"]
+            found += [f"scaleoutai.parallel.{a.name}" for a in node.names if a.name not in ("model", "moe_dense")]
         elif isinstance(node, ast.Import):
             found += [a.name for a in node.names if a.name == "scaleoutai.parallel.moe"]
     return found
@@ -161,7 +163,7 @@ def own_code(res: CaseResult):
     _check(res)
     bad = _moe_imports(res.source) + forbidden_calls(res.source, FORBIDDEN_MODULES, FORBIDDEN_NAMES)
     if bad:
-        raise Fail(f"write the expert-parallel layer yourself (from scaleoutai.parallel.moe only "
+        raise Fail(f"write the expert-parallel layer yourself (from scaleoutai.parallel.moe_dense only "
                    f"{', '.join(sorted(ALLOWED_FROM_MOE))}); found {', '.join(sorted(set(bad))[:4])}")
     return 1.0, ""
 

@@ -31,8 +31,9 @@
 # 3. **combine**: `all_to_all` the outputs back, and each rank adds g[t, e] · output into its y.
 #
 # Use `all_gather` and `all_to_all` from `scaleoutai.collectives`, `mlp_forward` from
-# `scaleoutai.parallel.model` and, from `scaleoutai.parallel.moe`, only `capacity`, `expert_owners`,
-# `moe_init` and `moe_forward_dense` (the reference). `moe_forward_ep(comm, tokens, router_W,
+# `scaleoutai.parallel.model` and, from `scaleoutai.parallel.moe_dense`, only `capacity`, `expert_owners`,
+# `moe_init` and `moe_forward_dense` (the reference). The course's own expert-parallel layer,
+# `scaleoutai.parallel.moe`, cannot be imported while the grader runs your notebook. `moe_forward_ep(comm, tokens, router_W,
 # experts_shard, k, capacity_factor)` returns this rank's y, of shape (T_r, d) and the dtype of tokens.
 #
 # **What the grader checks** (K = 1, 2, 4, C_f = 0.5, 1.0, 2.0, k = 1 and 2, uneven experts per rank,
@@ -57,7 +58,7 @@ import numpy as np
 from scaleoutai import cluster
 from scaleoutai.collectives import all_gather, all_to_all
 from scaleoutai.parallel.model import mlp_forward
-from scaleoutai.parallel.moe import capacity, moe_forward_dense, moe_init
+from scaleoutai.parallel.moe_dense import capacity, moe_forward_dense, moe_init
 
 
 # %%

@@ -2,7 +2,7 @@
 import numpy as np
 
 from scaleoutai import cluster
-from scaleoutai.parallel.moe import moe_forward_dense, moe_init
+from scaleoutai.parallel.moe_dense import moe_forward_dense, moe_init
 
 
 def _check(moe_forward_ep, K, T, E, k, cf, d=4, hidden=6):

@@ -6,7 +6,8 @@ Modules (import them directly; this package imports nothing heavy):
     zero      Ch16 ZeRO stages 1-3 over reduce-scatter / all-gather, and the 2Psi + 2Psi + 12Psi memory model
     tensor    Ch16 tensor parallelism: column/row-parallel linear, Megatron MLP and attention by heads
     pipeline  Ch16 GPipe and 1F1B schedules, the bubble (p-1)/(m+p-1), activation checkpointing
-    moe       Ch17 router, top-k gating, capacity factor, load-balancing loss, all-to-all dispatch/combine
+    moe_dense Ch17 the single-machine MoE layer: router, top-k gating, capacity factor, load-balancing loss
+    moe       Ch17 expert parallelism: all-to-all dispatch/combine (re-exports moe_dense)
     elastic   Ch18 atomic checkpoints, resume, re-sharding from K to K' workers
     mesh      Ch19 DP x TP x PP on a device mesh, memory and communication model, scaling laws
     rl        Ch20 actor-learner reinforcement learning with V-trace off-policy correction
