@@ -97,6 +97,16 @@ open("setup_error.txt", "w").write("forged")
 os._exit(86)
 '''
     html = "print('<script>alert(1)</script><b>bold</b>')"
+    links = f'''
+import os
+for name, target in (("out", {str(out)!r}), ("results.json", {str(out / "gradebook.csv")!r}), ("_done.json", "/proc/1/root"),
+                     ("cells.json", {str(subs)!r})):
+    try:
+        os.symlink(target, name)
+        print("linked", name)
+    except OSError as exc:
+        print("link-failed", name, type(exc).__name__)
+'''
     flood = RING.replace("K, r = comm.size, comm.rank", "K, r = comm.size, comm.rank\n    while K > 1:\n"
                          "        comm.send(np.zeros(1 << 20), (r + 1) % K)")
     net = f'''
@@ -117,7 +127,7 @@ for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80)):
         "osexit": (RING, "import os; os._exit(0)"), "print": (RING, "print('x' * 100_000_000)"),
         "missing": (RING.replace("def ring_allreduce", "def ring_all_reduce"),),
         "env": (RING, env), "fill": (RING, fill), "fill2": (RING, fill), "huge": (RING, huge),
-        "forgestatus": (RING, forge_status), "html": (RING, html), "flood": (flood,), "gradebook.csv": (WRONG,), "amy-2": (WRONG,),
+        "forgestatus": (RING, forge_status), "html": (RING, html), "links": (WRONG, links), "flood": (flood,), "gradebook.csv": (WRONG,), "amy-2": (WRONG,),
         "wrongtype": (RING.replace("return np.concatenate(chunks)", "return np.concatenate(chunks).tolist()")
                       .replace("return x.copy()", "return x.tolist()"),),
     }
@@ -136,7 +146,7 @@ for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80)):
 SECRET = "instructor-secret-4f9c2e"
 EXPECTED = {"patch": 0.0, "forge": 4.0, "read": 100.0, "net": 100.0, "loop": 0.0, "membomb": 0.0, "forkbomb": 0.0,
             "sysexit": 0.0, "osexit": 0.0, "print": 100.0, "missing": 0.0, "wrongtype": 0.0, "malformed": 0.0,
-            "env": 100.0, "fill": 100.0, "fill2": 100.0, "huge": 85.0, "forgestatus": 0.0, "html": 100.0, "flood": 4.0,
+            "env": 100.0, "fill": 100.0, "fill2": 100.0, "huge": 85.0, "forgestatus": 0.0, "html": 100.0, "links": 4.0, "flood": 4.0,
             "gradebook.csv-2": 4.0, "amy-2": 4.0, "amy": 4.0, "amy-3": 100.0}
 
 
@@ -199,6 +209,12 @@ def test_a_huge_notebook_is_analysed_once_within_bounds(batch):
     res = results(batch[0], "huge")
     assert "the check reads" in output_of(res, "uses only send and recv, round the ring")
     assert res["execution_time"] < 60
+
+
+def test_symlinks_planted_where_results_once_lay_change_nothing(batch):
+    out = batch[0]
+    assert "linked out" in output_of(results(out, "links"), "Notebook runs")  # the grader reads no file of it
+    assert (out / "gradebook.csv").read_text().startswith("submission,")
 
 
 def test_a_student_cannot_forge_a_sandbox_failure(batch):
