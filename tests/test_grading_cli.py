@@ -43,3 +43,12 @@ def test_bad_numbers_are_refused_by_the_parser(capsys):
     with pytest.raises(SystemExit):
         main(["grade", "lab04", "x", "--jobs", "0"])
     assert "positive" in capsys.readouterr().err
+
+
+def test_version_prints_the_package_version(capsys):
+    from scaleoutai import __version__
+    from scaleoutai.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"scaleout-ai {__version__}"

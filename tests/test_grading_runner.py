@@ -82,3 +82,22 @@ def test_sandbox_memory_cap_does_not_count_the_graders_own_address_space(tmp_pat
     del reserved
     assert summary.failed == 0
     assert results(tmp_path / "out", "reference")["score"] == pytest.approx(100)
+
+
+def test_a_py_percent_solution_is_graded_like_its_notebook_and_other_files_are_refused(tmp_path):
+    from scaleoutai.cli import UserError
+    from scaleoutai.grading.labs import BEGIN, END
+
+    lab = find_lab("lab04", ROOT)
+    text = "\n".join(ln for ln in lab.source.read_text().splitlines() if ln.strip() not in (BEGIN, END))
+    (tmp_path / "amy.py").write_text(text)
+    summary = grade_batch(lab, [tmp_path / "amy.py"], tmp_path / "out", quiet=True, limits=Limits(timeout=40))
+    assert summary.graded == 1 and results(tmp_path / "out", "amy")["score"] == pytest.approx(100)
+    (tmp_path / "amy.txt").write_text("x")
+    with pytest.raises(UserError, match="is not a notebook"):
+        find_submissions([tmp_path / "amy.txt"])
+
+
+def test_released_labs_open_with_a_python_kernel(tmp_path):
+    nb = json.loads((assign(find_lab("lab04", ROOT), tmp_path) / "lab04-ring-allreduce.ipynb").read_text())
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"

@@ -19,7 +19,10 @@ class UserError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from scaleoutai import __version__
+
     parser = argparse.ArgumentParser(prog="scaleout", description="Courseware for 'Scaling Out AI'.")
+    parser.add_argument("--version", action="version", version=f"scaleout-ai {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in COMMANDS:

@@ -123,7 +123,10 @@ def assign(lab: Lab, out: Path) -> Path:
     if leaks:
         raise _user_error(f"refusing to write the release of {lab.name}: it still contains {', '.join(leaks[:3])}; "
                           f"move that text inside a solution block or out of grading/")
+    from scaleoutai.notebooks.execute import KERNELSPEC
+
     nb = jupytext.reads(text, fmt="py:percent")
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)  # opens with a Python kernel, no kernel picker
     dest = out / lab.name
     tmp = Path(tempfile.mkdtemp(prefix=f".{lab.name}-", dir=out if out.is_dir() else None))
     try:
@@ -154,10 +157,16 @@ def read_cells(path: Path) -> list[dict]:
             raise ValueError(f"{path.name} is not a regular file")
         if size > NOTEBOOK_CAP:
             raise ValueError(f"the notebook is {size >> 20} MB; clear its outputs (limit {NOTEBOOK_CAP >> 20} MB)")
-        nb = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        if path.suffix == ".py":  # a jupytext (py:percent) solution, as the course's own sources are
+            import jupytext
+
+            nb = json.loads(jupytext.writes(jupytext.reads(text, fmt="py:percent"), fmt="ipynb"))
+        else:
+            nb = json.loads(text)
     except (OSError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"{path.name} is not a readable notebook ({type(exc).__name__}: {str(exc)[:120]}); "
-                         f"submit the .ipynb saved by Jupyter") from None
+                         f"submit the .ipynb saved by Jupyter (or a py:percent .py)") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise ValueError(f"{path.name} is not a Jupyter notebook (no list of cells); submit the .ipynb file")
     cells = []

@@ -52,7 +52,11 @@ def _clean_id(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "submission"
 
 
+SUFFIXES = (".ipynb", ".py")  # a notebook, or a jupytext py:percent source named on the command line
+
+
 def _notebooks(d: Path) -> list[Path]:
+    """The notebooks in a folder (a .py beside them is a helper, such as public_tests.py)."""
     return sorted(p for p in d.glob("*.ipynb") if p.is_file() and not p.name.startswith("."))
 
 
@@ -63,6 +67,9 @@ def find_submissions(paths: list[Path]) -> list[Submission]:
     found: list[Submission] = []
     for p in paths:
         if p.is_file():
+            if p.suffix not in SUFFIXES:
+                raise UserError(f"{p} is not a notebook: submit .ipynb files (or py:percent .py sources), or "
+                                f"folders of them")
             found.append(Submission(_clean_id(p.stem), p))
         elif p.is_dir():
             nbs = _notebooks(p)
