@@ -1,19 +1,16 @@
-# mutant: the gather-to-root algorithm that patches comm.stats to report a ring's traffic
+# mutant: everything goes to rank 0 and back (the wrong algorithm), and comm.stats is patched to a ring's counts
 # loses: bandwidth, send_recv_only
+import numpy as np
+
+
 def ring_allreduce(comm, x):
     K, r = comm.size, comm.rank
-    if K == 1:
-        return x.copy()
-    if r == 0:
-        total = x.copy()
-        for src in range(1, K):
-            total = total + comm.recv(src)
-        for dst in range(1, K):
-            comm.send(total, dst)
-    else:
+    if r:
         comm.send(x, 0)
         total = comm.recv(0)
-    comm.stats.messages_sent = 2 * (K - 1)
+    else:
+        total = x + sum(comm.recv(s) for s in range(1, K)) if K > 1 else x.copy()
+        [comm.send(total, d) for d in range(1, K)]
+    comm.stats.messages_sent = comm.stats.messages_received = 2 * (K - 1)
     comm.stats.bytes_sent = 0
-    comm.stats.messages_received = 2 * (K - 1)
-    return total
+    return np.asarray(total, dtype=x.dtype)

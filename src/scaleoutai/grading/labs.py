@@ -187,10 +187,11 @@ def cells_source(cells: list[dict]) -> str:
     return "\n\n".join(c["source"] for c in cells if not c["skip"])
 
 
-def solution_notebook(lab: Lab, dest: Path) -> Path:
-    """The reference solution as a notebook, markers removed: what a perfect submission looks like."""
+def solution_notebook(lab: Lab, dest: Path, source: str | None = None) -> Path:
+    """The reference solution (or ``source``, an edited copy of it) as a notebook, markers removed."""
     import jupytext
 
-    text = "\n".join(ln for ln in lab.source.read_text().splitlines() if ln.strip() not in (BEGIN, END))
+    text = source if source is not None else lab.source.read_text()
+    text = "\n".join(ln for ln in text.splitlines() if ln.strip() not in (BEGIN, END))
     jupytext.write(jupytext.reads(text, fmt="py:percent"), dest, fmt="ipynb")
     return dest

@@ -9,12 +9,21 @@ cell to the reference solution, so it redefines what the student writes::
         return x.copy()
 
 An optional ``# says: words`` line names words the feedback of a lost test must contain.
+A mutant that changes a line or two of the reference says so instead of copying it: a top-level
+``REPLACE = [("old text", "new text"), ...]`` (each old text must occur exactly once in the solution
+source) is applied to the solution first; any other code in the file is appended as the last cell::
+
+    # mutant: nothing is ever dropped
+    # loses: drops
+    REPLACE = [("kept = slot < cap", "kept = slot >= 0")]
+
 ``loses`` names the rubric keys (tests.py ``Test.key``) that must score below their points; every
 other test must keep all of its points. ``grade_mutants`` grades the reference, the blank release and
 every mutant of a lab in one batch and returns what went against those labels.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -29,8 +38,24 @@ class Mutant:
     name: str
     why: str
     loses: frozenset[str]
-    code: str
+    code: str  # appended as the last cell (may be empty)
+    replace: tuple[tuple[str, str], ...] = ()  # edits of the solution source, applied first
     says: str = ""  # words the feedback of a lost test must contain (the mistake named, teaching)
+
+
+def _split_replace(text: str, path: Path) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(code to append, replacements) of a mutant file; REPLACE is read as a literal, never executed."""
+    tree = ast.parse(text)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["REPLACE"]:
+            pairs = ast.literal_eval(node.value)
+            if not (isinstance(pairs, list) and all(isinstance(p, tuple) and len(p) == 2 for p in pairs)):
+                raise ValueError(f"{path}: REPLACE must be a list of (old, new) string pairs")
+            lines = text.splitlines(keepends=True)
+            rest = "".join(lines[:node.lineno - 1] + lines[node.end_lineno:])
+            code = rest if len(tree.body) > 1 else ""  # other statements: appended as the last cell
+            return code, tuple((str(a), str(b)) for a, b in pairs)
+    return text, ()
 
 
 def load_mutants(lab: Lab) -> list[Mutant]:
@@ -44,16 +69,24 @@ def load_mutants(lab: Lab) -> list[Mutant]:
             raise ValueError(f"{path}: a mutant starts with '# mutant: <what is wrong>' and '# loses: <test keys>'")
         keys = frozenset(k.strip() for k in loses.group(1).split(",") if k.strip())
         says = re.search(r"^# says: (.+)$", text, re.M)
-        out.append(Mutant(path.stem, why.group(1).strip(), keys, text, says.group(1).strip() if says else ""))
+        code, replace = _split_replace(text, path)
+        out.append(Mutant(path.stem, why.group(1).strip(), keys, code, replace, says.group(1).strip() if says else ""))
     return out
 
 
 def mutant_notebook(lab: Lab, mutant: Mutant, dest: Path) -> Path:
-    """The reference solution with the mutant appended as its last code cell."""
-    solution_notebook(lab, dest)
+    """The reference solution, edited by the mutant's REPLACE pairs, with its code as the last cell."""
+    source = lab.source.read_text()
+    for old, new in mutant.replace:
+        if source.count(old) != 1:
+            raise ValueError(f"mutant {mutant.name}: {old[:60]!r} occurs {source.count(old)} times in {lab.source.name}; "
+                             f"it must occur exactly once")
+        source = source.replace(old, new)
+    solution_notebook(lab, dest, source)
     nb = json.loads(dest.read_text())
-    nb["cells"].append({"cell_type": "code", "execution_count": None, "id": f"mutant-{mutant.name}",
-                        "metadata": {}, "outputs": [], "source": mutant.code})
+    if mutant.code.strip():
+        nb["cells"].append({"cell_type": "code", "execution_count": None, "id": f"mutant-{mutant.name}",
+                            "metadata": {}, "outputs": [], "source": mutant.code})
     dest.write_text(json.dumps(nb))
     return dest
 

@@ -1,16 +1,7 @@
-"""Chapter 17: mixture of experts (MoE) and expert parallelism, gradients by hand.
+"""Chapter 17: expert parallelism (EP), the mixture-of-experts layer split over ranks, gradients by hand.
 
-Router: logits = x W_g + b_g, probabilities P = softmax(logits) over E experts; each token picks its top-k
-experts (ties: lower index) with gate g = P[t, e]. Capacity per expert C = ceil(C_f * k * T / E); slots
-are filled in a fixed priority, all first choices before all second choices and, within one choice,
-in token order (GShard). An assignment beyond C is dropped: it contributes nothing to the output (a
-residual around the MoE layer, outside this module, carries such a token). Output
-y_t = sum over kept (t, e) of g[t, e] * Expert_e(x_t), each expert an MLP from ``model``.
-
-Load-balancing loss (Switch): L_aux = E * sum_i f_i P_i, f_i = share of the T*k assignments routed to
-expert i (before drops, not differentiated), P_i = mean router probability of expert i over the T tokens.
-
-The single-machine layer (router, capacity, ``moe_forward_dense``) is ``moe_dense``, re-exported here.
+The layer itself (router, top-k gating, capacity C = ceil(C_f * k * T / E), GShard slot order, drops,
+the Switch load-balancing loss) is ``moe_dense``, re-exported here.
 
 Expert parallelism (EP): experts are split over K ranks in contiguous blocks (``np.array_split``, uneven
 when K does not divide E); every rank holds a shard of the tokens and a replica of the router. Slot
