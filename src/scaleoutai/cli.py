@@ -38,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"scaleout: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if exc.filename is None:  # not about a path the user gave: a bug, keep its traceback
+            raise
+        print(f"scaleout: error: cannot use {exc.filename}: {exc.strerror or exc} (give a folder you can write "
+              f"to, whose parent exists)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("scaleout: interrupted", file=sys.stderr)
         return 130
