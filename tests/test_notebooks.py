@@ -116,6 +116,14 @@ def test_find_sources_matches_substring_or_glob_on_folder_or_stem(course):
     assert [p.stem for p in find_sources(course, "capstone")] == ["capstone"]
 
 
+def test_a_chapter_may_be_named_by_its_folder_or_source_path(course):
+    folder = course / "chapters" / "03-raises"
+    assert [p.stem for p in find_sources(course, str(folder))] == ["03-raises"]
+    assert [p.stem for p in find_sources(course, str(folder / "03-raises.py"))] == ["03-raises"]
+    with pytest.raises(NotebookError, match="is not a chapter folder or notebook source"):
+        find_sources(course, str(course))
+
+
 def test_unknown_pattern_is_an_error_listing_the_names(course):
     with pytest.raises(NotebookError, match=r"no notebook matches '99'; available: 01-good, 02-no-params, 03-raises, 04-sleeps, capstone$"):
         find_sources(course, "99")

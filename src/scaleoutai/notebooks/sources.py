@@ -61,8 +61,8 @@ def notebook_name(source: Path) -> str:
 def find_sources(root: Path | None = None, pattern: str | None = None) -> list[Path]:
     """Every notebook source under ``root``/chapters (any depth), then ``root``/capstone/*.py, by path.
 
-    ``pattern`` keeps the sources whose chapter folder name or stem contains it (plain text) or matches
-    it (an fnmatch glob such as ``*communication*``). A pattern matching nothing is a NotebookError
+    ``pattern`` is an existing path (a chapter folder or its source), or keeps the sources whose chapter
+    folder name or stem contains it (plain text) or matches it (an fnmatch glob such as ``*communication*``). A pattern matching nothing is a NotebookError
     that lists the names there are.
     """
     root = find_repo_root() if root is None else Path(root)
@@ -75,6 +75,13 @@ def find_sources(root: Path | None = None, pattern: str | None = None) -> list[P
     ]
     if pattern is None:
         return sources
+    given = Path(pattern)
+    if ("/" in pattern or pattern.endswith(".py")) and given.exists():  # a chapter named by its path
+        real = given.resolve()
+        chosen = [p for p in sources if real in (p.resolve(), p.parent.resolve())]
+        if not chosen:
+            raise NotebookError(f"{pattern} is not a chapter folder or notebook source under {root}/chapters")
+        return chosen
     glob = any(ch in pattern for ch in "*?[")
 
     def matches(name: str) -> bool:
