@@ -215,7 +215,22 @@ def test_notebook_past_its_timeout_is_killed_and_recorded(course, tmp_path):
     [record] = run([src(course, "04-sleeps")], smoke=True, timeout=3, out_dir=tmp_path, progress=False)
     assert time.perf_counter() - start < 15
     assert record.status == "timeout" and "3 s" in record.error
-    assert record.output.is_file()
+    assert record.output == tmp_path / "04-sleeps" / "04-sleeps.interrupted.ipynb" and record.output.is_file()
+    assert not (tmp_path / "04-sleeps" / "04-sleeps.ipynb").exists()  # never a partial at the output path
+    assert not list((tmp_path / "04-sleeps").glob(".*running*"))
+
+
+def test_ctrl_c_leaves_no_partial_notebook_at_the_output_path(course, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "scaleoutai.cli", "notebooks", "run", "04", "--smoke",
+                             "--out", str(tmp_path)], cwd=course, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    folder = tmp_path / "04-sleeps"
+    deadline = time.monotonic() + 60
+    while not list(folder.glob(".*running*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and b"interrupted" in err
+    assert (folder / "04-sleeps.interrupted.ipynb").is_file() and not (folder / "04-sleeps.ipynb").exists()
 
 
 def test_summary_table_lists_each_notebook_and_a_total():
@@ -236,7 +251,8 @@ def test_cli_run_exits_1_when_a_notebook_times_out_and_prints_summary(course, mo
     assert main(["notebooks", "run", "01", "--smoke", "--timeout", "0.5"]) == 1
     out = capsys.readouterr().out
     assert re.search(r"^01-good\s+timeout\s", out, re.M) and "0/1 ok" in out
-    assert (course / "_build/executed/01-good/01-good.ipynb").is_file()
+    assert (course / "_build/executed/01-good/01-good.interrupted.ipynb").is_file()
+    assert "executed notebooks in" in out
 
 
 def test_cli_run_exits_0_when_all_pass(course, monkeypatch, capsys, tmp_path):

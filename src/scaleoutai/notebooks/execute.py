@@ -109,15 +109,30 @@ def _kill_group(proc: subprocess.Popen) -> None:
             continue
 
 
+def _keep_interrupted(source: Path, partial: Path, interrupted: Path) -> None:
+    """A stopped run's notebook, as far as it got (or unexecuted, if it never saved), under its own name."""
+    if not partial.exists():
+        _write_atomic(read_notebook(source), partial)
+    os.replace(partial, interrupted)
+
+
 def run_one(source: Path, output: Path, parameters: dict[str, Any], timeout: float) -> RunRecord:
-    """Execute one source with papermill in a child process, killed after ``timeout`` seconds."""
+    """Execute one source with papermill in a child process, killed after ``timeout`` seconds.
+
+    Only a run that finished (ok or failed) lands at ``output``; a stopped one (time limit, Ctrl-C) is
+    kept beside it as ``NAME.interrupted.ipynb``, so the output path never holds a partial notebook."""
     source, output = Path(source).resolve(), Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     name = source.stem
+    # papermill saves as it goes: it writes beside the output, which only a finished run replaces
+    partial = output.with_name(f".{output.stem}.running.ipynb")
+    interrupted = output.with_name(f"{output.stem}.interrupted.ipynb")
+    for stale in (output, interrupted):
+        stale.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="scaleout-nb-") as tmp:
         spec, result = Path(tmp) / "spec.json", Path(tmp) / "result.json"
         spec.write_text(json.dumps({
-            "source": str(source), "output": str(output.resolve()), "cwd": str(source.parent),
+            "source": str(source), "output": str(partial.resolve()), "cwd": str(source.parent),
             "parameters": repr(parameters), "timeout": timeout, "result": str(result),
         }))
         start = time.perf_counter()
@@ -131,17 +146,19 @@ def run_one(source: Path, output: Path, parameters: dict[str, Any], timeout: flo
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             seconds = time.perf_counter() - start
-            if not output.exists():  # killed before papermill saved: keep the unexecuted copy
-                _write_atomic(read_notebook(source), output)
-            error = f"killed after {timeout:g} s wall time{_running_cell(output)}"
-            return RunRecord(name, source, output, "timeout", seconds, error)
+            _keep_interrupted(source, partial, interrupted)
+            error = f"killed after {timeout:g} s wall time{_running_cell(interrupted)}"
+            return RunRecord(name, source, interrupted, "timeout", seconds, error)
         except BaseException:  # Ctrl-C or a test timeout: the worker has its own session, take it down
             _kill_group(proc)
+            _keep_interrupted(source, partial, interrupted)
             raise
         seconds = time.perf_counter() - start
-        if result.is_file():
+        if result.is_file() and partial.exists():
+            os.replace(partial, output)  # a finished run, whatever its status
             outcome = json.loads(result.read_text())
             return RunRecord(name, source, output, outcome["status"], seconds, outcome["error"])
+    _keep_interrupted(source, partial, interrupted)
     tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
     return RunRecord(name, source, output, "failed", seconds, _one_line(f"worker crashed: {tail[0]}"))
 
@@ -172,6 +189,7 @@ def run(
     bar.close()
     if progress:
         print(format_summary(records))
+        print(f"executed notebooks in {out_dir} (a run that was stopped is kept as NAME.interrupted.ipynb)")
     return records
 
 
