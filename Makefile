@@ -9,11 +9,13 @@ PYTEST_ARGS ?=
 
 $(STAMP): pyproject.toml environments/constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "scaleout-ai needs Python >= 3.11"'
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	# torch first and pinned: an unpinned torch pulls gigabytes of CUDA packages.
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -c environments/constraints.txt -e ".[test,scale]"
+	@t=$$(date +%s); (test -x $(PY) || $(PYTHON) -m venv $(VENV)) && $(PY) -m pip install --quiet --upgrade pip \
+	  && echo "[make] virtual environment ready in $$(( $$(date +%s) - t )) s"
+	# torch first and pinned, the build that fits this machine: a local wheel if pip has one, else the CPU
+	# build on Linux without an NVIDIA GPU (PyPI's Linux torch is the CUDA one, gigabytes), else PyPI's.
+	@t=$$(date +%s); $(PY) environments/install_torch.py && echo "[make] torch step took $$(( $$(date +%s) - t )) s"
+	@t=$$(date +%s); $(PY) -m pip install --quiet -c environments/constraints.txt -e ".[test,scale]" \
+	  && echo "[make] course packages installed in $$(( $$(date +%s) - t )) s"
 	touch $(STAMP)
 
 install: $(STAMP)
