@@ -93,20 +93,21 @@ def strip_solutions(text: str) -> tuple[str, list[str]]:
     return "\n".join(out) + "\n", removed
 
 
-def _leaks(release: str, removed: list[str], grading: Path) -> list[str]:
-    """Lines of solution or hidden-test text (>= 20 characters, not comments) found in the release."""
-    found = []
-    if BEGIN in release or END in release:
-        found.append("a solution marker")
+def secret_lines(removed: list[str], grading: Path, min_len: int = 20) -> set[str]:
+    """Lines no release may hold: solution lines and the lines of hidden tests and rubrics (not the
+    mutants, which share signatures with every answer), ``min_len``+ characters, not comments."""
     secret = [ln.strip() for ln in removed]
     for f in sorted(grading.rglob("*")) if grading.is_dir() else []:
-        if f.is_file() and "mutants" not in f.relative_to(grading).parts:  # wrong answers share signatures
+        if f.is_file() and f.suffix in (".py", ".yaml") and "mutants" not in f.relative_to(grading).parts:
             secret += [ln.strip() for ln in f.read_text(errors="replace").splitlines()]
+    return {s for s in secret if len(s) >= min_len and not s.startswith(("#", "import ", "from "))}
+
+
+def leaks(release: str, secrets: set[str]) -> list[str]:
+    """What of ``secrets`` (see ``secret_lines``) the release text holds, and any solution marker."""
+    found = ["a solution marker"] if BEGIN in release or END in release else []
     body = {ln.strip() for ln in release.splitlines()}
-    for s in secret:
-        if len(s) >= 20 and not s.startswith(("#", "import ", "from ")) and s in body:
-            found.append(repr(s[:60]))
-    return found
+    return found + [repr(s[:60]) for s in sorted(secrets & body)]
 
 
 def assign(lab: Lab, out: Path) -> Path:
@@ -119,9 +120,9 @@ def assign(lab: Lab, out: Path) -> Path:
     if not removed:
         raise _user_error(f"{lab.source} has no {BEGIN} ... {END} block: nothing for students to write")
     public = lab.public_tests.read_text() if lab.public_tests.is_file() else ""
-    leaks = _leaks(text + "\n" + public, removed, lab.grading)
-    if leaks:
-        raise _user_error(f"refusing to write the release of {lab.name}: it still contains {', '.join(leaks[:3])}; "
+    found = leaks(text + "\n" + public, secret_lines(removed, lab.grading))
+    if found:
+        raise _user_error(f"refusing to write the release of {lab.name}: it still contains {', '.join(found[:3])}; "
                           f"move that text inside a solution block or out of grading/")
     from scaleoutai.notebooks.execute import KERNELSPEC
 

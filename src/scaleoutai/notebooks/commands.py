@@ -70,6 +70,15 @@ def cmd_lab(args: argparse.Namespace) -> int:
     return lab(port=args.port, open_browser=not args.no_browser)
 
 
+def cmd_release(args: argparse.Namespace) -> int:
+    from .release import release_course
+
+    out = release_course(find_repo_root(), args.out)
+    print(f"student edition written to {out}: chapters, labs (stubs and public tests), the library; "
+          f"no solutions and no hidden tests")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``notebooks`` (build, run, list) and ``lab`` to the ``scaleout`` command."""
     nb = subparsers.add_parser("notebooks", help="build and execute the chapter notebooks")
@@ -90,6 +99,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     listing = sub.add_parser("list", help="list the notebook sources and whether each has a parameters cell")
     listing.set_defaults(func=cmd_list)
+
+    release = subparsers.add_parser("release", help="write the student edition: chapters, released labs, library")
+    release.add_argument("what", choices=["course"], help="what to release (the whole course)")
+    release.add_argument("--out", type=Path, required=True, help="folder for the edition (replaced whole)")
+    release.set_defaults(func=cmd_release)
 
     lab = subparsers.add_parser("lab", help="start JupyterLab on the course (chapter sources open as notebooks)")
     lab.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: first free from 8888)")

@@ -1,0 +1,85 @@
+"""The student edition: what students get, built from the course repository (``scaleout release course``).
+
+It holds the chapter sources, every lab as ``scaleout assign`` releases it (the notebook with stubs and
+its public tests), the library with what installs it, the capstone starter and the examples. It never
+holds ``grading/`` (hidden tests, mutants, rubrics), the lab solution sources, the course's own test
+suite or its git history. Each lab is released by ``assign``, which refuses one that holds a line of its
+solution or hidden tests (20+ characters); the edition as a whole is refused if any file holds a
+hidden-test line of 60+ characters (a copied test) or a solution marker. Chapters and the library may
+repeat short lines of an answer: they teach the same algorithms. Written to a temporary folder
+beside the destination and renamed, so nothing is half-written.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+# what the edition copies from the course, as it is; labs/ are released, never copied
+COPIED = ("chapters", "src/scaleoutai", "capstone", "examples", "environments", "docker/Dockerfile.student",
+          "pyproject.toml", "Makefile", ".gitignore", ".dockerignore")
+SKIPPED = ("__pycache__", ".ipynb_checkpoints", "_build", ".pytest_cache", "*.egg-info", "*.pyc", "*.ipynb")
+TEXT = (".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".json", ".ipynb", ".sh", ".cfg", "Makefile", "Dockerfile")
+
+STUDENT_README = """# Scaling Out AI: the student edition
+
+Your instructor published this folder for you: the chapter notebooks, the labs you hand in, and the
+library every notebook imports. Solutions and the grader's tests are not here.
+
+```bash
+make lab       # first time: creates .venv and installs the course (about a minute), then opens JupyterLab
+make install   # only install
+```
+
+- **Chapters** (`chapters/`): read and run them in order within a part; Part I (chapters 1-5) comes first.
+- **Labs** (`labs/labNN-slug/labNN-slug.ipynb`): write your code where a cell raises
+  `NotImplementedError`, run the public tests in the last cell, then hand in the `.ipynb` as your
+  instructor asks. The grader runs more, hidden tests, on more world sizes and data types.
+- **Capstone** (`capstone/`): the template project, the rubric and the report template.
+"""
+
+
+def _ignore(folder: str, names: list[str]) -> set[str]:
+    import fnmatch
+
+    return {n for n in names if any(fnmatch.fnmatch(n, pattern) for pattern in SKIPPED)}
+
+
+def _text_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and (p.suffix in TEXT or p.name in TEXT))
+
+
+def release_course(course: Path, out: Path) -> Path:
+    """Write the student edition of ``course`` to ``out`` (replaced whole); UserError on a leak."""
+    from scaleoutai.grading.labs import _user_error, assign, find_lab, leaks, list_labs, secret_lines
+
+    course, out = Path(course).resolve(), Path(out).resolve()
+    if course == out or course in out.parents and out.parts[len(course.parts)] in ("labs", "grading", "src"):
+        raise _user_error(f"--out {out} is inside the course's own sources; choose another folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        for name in COPIED:
+            src = course / name
+            if src.is_dir():
+                shutil.copytree(src, tmp / name, ignore=_ignore)
+            elif src.is_file():
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, tmp / name)
+        (tmp / "README.md").write_text(STUDENT_README)
+        for name in list_labs(course):  # each lab checked against its own answers, as assign does
+            assign(find_lab(name, course), tmp / "labs")
+        hidden = secret_lines([], course / "grading", 60)  # a copied hidden test, anywhere in the edition
+        for path in _text_files(tmp):
+            found = leaks(path.read_text(errors="replace"), hidden)
+            if path.relative_to(tmp).parts[0] == "src":  # the grader's own code names the markers
+                found = [f for f in found if f != "a solution marker"]
+            if found:
+                raise _user_error(f"refusing to write the student edition: {path.relative_to(tmp)} contains "
+                                  f"{', '.join(found[:3])}; move that text inside a solution block or out of grading/")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out

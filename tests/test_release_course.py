@@ -1,0 +1,60 @@
+"""The student edition holds the chapters, the released labs and the library, and nothing secret."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from scaleoutai.cli import UserError, main
+from scaleoutai.grading.labs import BEGIN, list_labs, strip_solutions
+from scaleoutai.notebooks.release import release_course
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def edition(tmp_path_factory):
+    return release_course(ROOT, tmp_path_factory.mktemp("e") / "edition")
+
+
+def test_the_edition_holds_chapters_released_labs_and_the_library(edition):
+    assert (edition / "chapters" / "04-communication-primitives" / "04-communication-primitives.py").is_file()
+    assert (edition / "src" / "scaleoutai" / "collectives.py").is_file() and (edition / "pyproject.toml").is_file()
+    for name in list_labs(ROOT):
+        nb = json.loads((edition / "labs" / name / f"{name}.ipynb").read_text())
+        assert "NotImplementedError" in json.dumps(nb) and (edition / "labs" / name / "public_tests.py").is_file()
+    assert "make lab" in (edition / "README.md").read_text()
+
+
+def test_the_edition_holds_no_hidden_test_and_no_solution(edition):
+    assert not (edition / "grading").exists() and not (edition / "tests").exists()
+    assert not list(edition.rglob("lab[0-9][0-9]-*.py")) and not list(edition.rglob("tests.py"))
+    assert not list(edition.rglob("rubric.yaml")) and not list(edition.rglob("mutants"))
+    for name in list_labs(ROOT):
+        solution = {ln.strip() for ln in strip_solutions((ROOT / "labs" / name / f"{name}.py").read_text())[1]
+                    if len(ln.strip()) >= 20 and not ln.strip().startswith("#")}
+        nb = json.loads((edition / "labs" / name / f"{name}.ipynb").read_text())
+        lines = {ln.strip() for c in nb["cells"] for ln in "".join(c["source"]).splitlines()}
+        assert not solution & lines, name  # given code may share a line with an answer, not a whole line alone
+        assert BEGIN not in json.dumps(nb)
+
+
+def test_a_hidden_test_copied_into_a_chapter_is_refused_and_nothing_is_written(tmp_path):
+    course = tmp_path / "course"
+    for name in ("chapters", "labs", "grading", "src", "pyproject.toml"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, course / name)
+    hidden = (course / "grading" / "lab04-ring-allreduce" / "tests.py").read_text().splitlines()
+    line = next(ln for ln in hidden if len(ln.strip()) >= 60 and not ln.strip().startswith(("#", "from", "import")))
+    chapter = course / "chapters" / "04-communication-primitives" / "04-communication-primitives.py"
+    chapter.write_text(chapter.read_text() + "\n" + line + "\n")
+    with pytest.raises(UserError, match="refusing to write the student edition"):
+        release_course(course, tmp_path / "edition")
+    assert not (tmp_path / "edition").exists() and not list(tmp_path.glob(".edition-*"))
+
+
+def test_the_cli_writes_the_edition(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["release", "course", "--out", str(tmp_path / "ed")]) == 0
+    assert "student edition written to" in capsys.readouterr().out and (tmp_path / "ed" / "labs").is_dir()
