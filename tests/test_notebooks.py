@@ -359,33 +359,68 @@ def get_json(url: str, token: str) -> dict:
         return json.load(response)
 
 
-@pytest.mark.timeout(120)
-def test_lab_serves_chapter_sources_as_notebooks(course, tmp_path):
+def put_json(url: str, token: str, body: dict) -> dict:
+    data = json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="PUT",
+                                     headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=20) as response:
+        return json.load(response)
+
+
+def test_workspace_rebuild_replaces_untouched_copies_and_keeps_edited_ones(course, tmp_path):
+    from scaleoutai.notebooks.workspace import build_workspace
+
+    ws = tmp_path / "ws"
+    first = build_workspace(course, ws)
+    assert "chapters/01-good/01-good.ipynb" in first.written and "index.ipynb" in first.written
+    assert "chapters/01-good/_helper.py" in first.written  # what a chapter imports from its folder
+    index = (ws / "index.ipynb").read_text()
+    assert "01-good" in index and "Part II: Distributed data processing" in index and "(coming)" in index
+    edited, untouched = ws / "chapters/01-good/01-good.ipynb", ws / "chapters/03-raises/03-raises.ipynb"
+    nb = json.loads(edited.read_text())
+    nb["cells"][0]["source"] = "my own words"
+    edited.write_text(json.dumps(nb))
+    mine = edited.read_text()
+    for name in ("01-good", "03-raises"):  # a course update changes both sources
+        source = course / "chapters" / name / f"{name}.py"
+        source.write_text(source.read_text() + "\n# %%\nprint('updated')\n")
+    again = build_workspace(course, ws)
+    assert edited.read_text() == mine and "print('updated')" in (ws / "chapters/01-good/01-good.updated.ipynb").read_text()
+    assert "print('updated')" in untouched.read_text() and again.kept == ["chapters/01-good/01-good.ipynb"]
+    assert build_workspace(course, ws).written == []  # nothing new: nothing rewritten
+
+
+@pytest.mark.timeout(180)
+def test_lab_lands_on_the_index_and_saving_a_chapter_leaves_the_course_untouched(tmp_path):
     port, token = free_port(), "scaleout-test-token"
+    ws = tmp_path / "workspace"
     env = dict(os.environ, JUPYTER_TOKEN=token, JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"))
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), SCALEOUT_WORKSPACE=str(ws))
+    before = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
     log = (tmp_path / "lab.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "scaleoutai.cli", "lab", "--no-browser", "--port", str(port)],
-                            cwd=course, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 120
         while True:
             assert proc.poll() is None, f"scaleout lab exited {proc.returncode}:\n{(tmp_path / 'lab.log').read_text()}"
             try:
                 get_json(f"{base}/api/status", token)
                 break
             except (urllib.error.URLError, ConnectionError):
-                assert time.monotonic() < deadline, "JupyterLab did not answer within 90 s"
+                assert time.monotonic() < deadline, "JupyterLab did not answer within 120 s"
                 time.sleep(0.5)
-        model = get_json(f"{base}/api/contents/chapters/01-good/01-good.py?type=notebook", token)
-        assert model["type"] == "notebook"
-        cells = model["content"]["cells"]
-        assert [c["cell_type"] for c in cells] == ["markdown", "code", "code"]
-        assert cells[1]["metadata"]["tags"] == ["parameters"]
-        # double-click uses the default viewer of the "python" file type: the Jupytext notebook view
-        settings = get_json(f"{base}/lab/api/settings/@jupyterlab/docmanager-extension:plugin", token)
-        assert settings["schema"]["properties"]["defaultViewers"]["default"]["python"] == "Jupytext Notebook"
+        assert get_json(f"{base}/api/contents/index.ipynb", token)["type"] == "notebook"
+        path = "chapters/04-communication-primitives/04-communication-primitives.ipynb"
+        model = get_json(f"{base}/api/contents/{path}", token)
+        assert model["type"] == "notebook" and {"markdown", "code"} <= {c["cell_type"] for c in model["content"]["cells"]}
+        model["content"]["cells"][0]["source"] = "my notes on chapter 4"
+        put_json(f"{base}/api/contents/{path}", token, {"type": "notebook", "format": "json",
+                                                        "content": model["content"]})
+        assert "my notes on chapter 4" in (ws / path).read_text()
+        lab_stub = get_json(f"{base}/api/contents/labs/lab04-ring-allreduce/lab04-ring-allreduce.ipynb", token)
+        assert "NotImplementedError" in json.dumps(lab_stub["content"])
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -396,3 +431,6 @@ def test_lab_serves_chapter_sources_as_notebooks(course, tmp_path):
         except ProcessLookupError:
             pass
         log.close()
+    after = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
+    assert after == before, f"scaleout lab changed the course:\n{after}"
+    assert "workspace" in (tmp_path / "lab.log").read_text() and "ready in" in (tmp_path / "lab.log").read_text()

@@ -105,7 +105,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     release.add_argument("--out", type=Path, required=True, help="folder for the edition (replaced whole)")
     release.set_defaults(func=cmd_release)
 
-    lab = subparsers.add_parser("lab", help="start JupyterLab on the course (chapter sources open as notebooks)")
+    lab = subparsers.add_parser("lab", help="JupyterLab on your workspace: copies of the chapters and labs; the course files never change")
     lab.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: first free from 8888)")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.set_defaults(func=cmd_lab)

@@ -1,6 +1,8 @@
-"""``scaleout lab``: JupyterLab on the course, with the py:percent chapter sources opening as notebooks.
+"""``scaleout lab``: JupyterLab on the student's workspace, landing on the course index.
 
-How: jupytext's server extension (enabled by its install) serves a ``.py`` file as a notebook when asked
+The server's root is the workspace (``workspace.py``): generated ``.ipynb`` copies of the chapters and
+the released labs, so opening, running and saving never touch a tracked file of the course. Where a
+py:percent file is opened anyway, jupytext's server extension (enabled by its install) serves a ``.py`` file as a notebook when asked
 for ``type=notebook``, and its lab extension registers the "Jupytext Notebook" viewer. A double-click
 uses the default viewer of the file type, which for ``python`` is the text editor; we make it
 "Jupytext Notebook" through ``@jupyterlab/docmanager-extension:plugin`` ``defaultViewers`` written to
@@ -53,12 +55,13 @@ def write_app_settings(root: Path) -> Path:
     return target
 
 
-def lab_argv(root: Path, port: int | None = None, open_browser: bool = True) -> list[str]:
-    """Command-line options for LabApp: localhost only, rooted at the repo, opening chapters/."""
+def lab_argv(root: Path, port: int | None = None, open_browser: bool = True, ws: Path | None = None) -> list[str]:
+    """Command-line options for LabApp: localhost only, rooted at the workspace, opening its index."""
     root = Path(root).resolve()
+    ws = Path(ws).resolve() if ws is not None else root
     argv = [
         "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.root_dir={root}",
+        f"--ServerApp.root_dir={ws}",
         f"--LabApp.app_settings_dir={write_app_settings(root)}",
         # Saving from the notebook view writes the .py back; keep it free of a jupytext YAML header.
         "--ContentsManager.notebook_metadata_filter=-all",
@@ -66,7 +69,9 @@ def lab_argv(root: Path, port: int | None = None, open_browser: bool = True) -> 
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         # Course containers often run as root; the server listens on localhost only.
         argv.append("--ServerApp.allow_root=True")
-    if (root / "chapters").is_dir():
+    if (ws / "index.ipynb").is_file():
+        argv.append("--ServerApp.default_url=/lab/tree/index.ipynb")
+    elif (ws / "chapters").is_dir():
         argv.append("--ServerApp.default_url=/lab/tree/chapters")
     if port is not None:
         argv += [f"--ServerApp.port={port}", "--ServerApp.port_retries=0"]
@@ -76,8 +81,22 @@ def lab_argv(root: Path, port: int | None = None, open_browser: bool = True) -> 
 
 
 def lab(port: int | None = None, open_browser: bool = True, root: Path | None = None) -> int:
-    """Run JupyterLab in this process until it is stopped (Ctrl-C)."""
+    """Build the workspace, then run JupyterLab on it in this process until it is stopped (Ctrl-C)."""
+    import time
+
     from jupyterlab.labapp import LabApp
 
-    LabApp.launch_instance(argv=lab_argv(root or find_repo_root(), port, open_browser))
+    from .workspace import build_workspace, default_workspace
+
+    root = root or find_repo_root()
+    ws = default_workspace(root)
+    t0 = time.perf_counter()
+    report = build_workspace(root, ws)
+    print(f"[scaleout lab] workspace {ws} ready in {time.perf_counter() - t0:.1f} s: {len(report.written)} "
+          f"copies written, {len(report.unchanged)} unchanged", flush=True)
+    for rel in report.kept:
+        print(f"[scaleout lab] you edited {rel}; the course's new version is beside it as "
+              f"{Path(rel).stem}.updated{Path(rel).suffix}", flush=True)
+    print("[scaleout lab] starting JupyterLab (the course files are never modified from here)", flush=True)
+    LabApp.launch_instance(argv=lab_argv(root, port, open_browser, ws))
     return 0

@@ -1,0 +1,143 @@
+"""The student's workspace: generated working copies that ``scaleout lab`` serves, never the course files.
+
+``build_workspace`` writes ``workspace/`` (ignored by git): every chapter as an ``.ipynb`` built from its
+py:percent source, every lab as ``scaleout assign`` releases it (stubs and public tests, never the
+solution), and ``index.ipynb``, the course index the server lands on. Opening, running and saving in
+JupyterLab changes only these copies. A rebuild after a course update replaces a copy the student never
+edited; an edited one is kept and the new version is written beside it as ``NAME.updated.ipynb``.
+``workspace/.generated.json`` remembers what was generated, so an edit is told from an update.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MANIFEST = ".generated.json"
+PARTS = [("I", "Foundations", range(1, 6)), ("II", "Distributed data processing", range(6, 10)),
+         ("III", "Distributed machine learning", range(10, 15)), ("IV", "Parallel deep learning", range(15, 22)),
+         ("V", "Inference and serving", range(22, 27)), ("VI", "Multi-agent systems", range(27, 33)),
+         ("VII", "Infrastructure", range(33, 36)), ("VIII", "Case studies and capstone", range(36, 42))]
+PATHS = [("Big Data Algorithms for AI", "Parts I and II"), ("Distributed Machine Learning", "Parts I, III and IV"),
+         ("Parallel Deep Learning Systems", "Part I, chapters 15-26"),
+         ("Distributed AI and Multi-Agent Systems", "Parts I and VI"),
+         ("Distributed AI Infrastructure", "Parts I, IV and VII")]
+
+
+@dataclass
+class WorkspaceReport:
+    written: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # edited by the student; the new version is beside it
+    unchanged: list[str] = field(default_factory=list)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _notebook_bytes(source: Path) -> bytes:
+    import nbformat
+
+    from .execute import KERNELSPEC, read_notebook
+
+    nb = read_notebook(source)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    return _stable(nb)
+
+
+def _stable(nb) -> bytes:
+    """The notebook's bytes with cell ids fixed by position, so the same source gives the same bytes, and
+    no jupytext pairing: a working copy stands alone (saving it must never write a .py anywhere)."""
+    import nbformat
+
+    nb.metadata.pop("jupytext", None)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i}"
+    return nbformat.writes(nb).encode()
+
+
+def _index(chapters: list[str], labs: list[str]) -> bytes:
+    """The course index: parts, the chapters and labs that exist, and the five course paths."""
+    import nbformat
+
+    lines = ["# Scaling Out AI: the course", "", "Open a chapter, run it top to bottom, then try its exercises. "
+             "Your edits stay in this workspace; the course files are never changed.", ""]
+    for num, title, span in PARTS:
+        mine = [c for c in chapters if c[:2].isdigit() and int(c[:2]) in span]
+        lines.append(f"## Part {num}: {title}")
+        lines += [f"- [{c}](chapters/{c}/{c}.ipynb)" for c in mine] or ["- (coming)"]
+        lines.append("")
+    extra = [c for c in chapters if not c[:2].isdigit()]
+    if extra:
+        lines += ["## Appendices", *[f"- [{c}](chapters/{c}/{c}.ipynb)" for c in extra], ""]
+    lines += ["## Labs (graded)", *[f"- [{lab}](labs/{lab}/{lab}.ipynb)" for lab in labs], ""]
+    lines += ["## Course paths", *[f"- **{name}**: {what}, then the Chapter 41 capstone" for name, what in PATHS]]
+    return _stable(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("\n".join(lines))]))
+
+
+def _place(ws: Path, rel: str, data: bytes, old: dict[str, str], new: dict[str, str], report: WorkspaceReport) -> None:
+    """Write one generated file unless the student edited the copy there (then write it beside)."""
+    target = ws / rel
+    new[rel] = _digest(data)
+    if target.is_file():
+        current = _digest(target.read_bytes())
+        if current == new[rel]:
+            report.unchanged.append(rel)
+            return
+        if rel in old and current != old[rel]:  # edited by the student: keep it
+            new[rel] = old[rel]
+            if old[rel] != _digest(data):
+                beside = target.with_name(f"{target.stem}.updated{target.suffix}")
+                beside.write_bytes(data)
+                report.kept.append(rel)
+            return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    report.written.append(rel)
+
+
+def build_workspace(root: Path, ws: Path) -> WorkspaceReport:
+    """(Re)build the working copies of ``root``'s chapters and labs in ``ws``; see the module docstring."""
+    import nbformat
+
+    from scaleoutai.grading.labs import assign, find_lab, list_labs
+
+    from .sources import find_sources
+
+    root, ws = Path(root).resolve(), Path(ws).resolve()
+    ws.mkdir(parents=True, exist_ok=True)
+    manifest = ws / MANIFEST
+    old = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    new: dict[str, str] = {}
+    report = WorkspaceReport()
+    chapters = []
+    for source in find_sources(root):
+        if source.parent.parent.name != "chapters":
+            continue
+        chapters.append(source.parent.name)
+        _place(ws, f"chapters/{source.parent.name}/{source.stem}.ipynb", _notebook_bytes(source), old, new, report)
+        for helper in source.parent.iterdir():  # modules and data a chapter imports from its folder
+            if helper.is_file() and helper != source and not helper.name.startswith(".") and helper.suffix != ".pyc":
+                _place(ws, f"chapters/{source.parent.name}/{helper.name}", helper.read_bytes(), old, new, report)
+    labs = list_labs(root)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in labs:
+            released = assign(find_lab(name, root), Path(tmp))
+            for f in sorted(released.iterdir()):
+                data = _stable(nbformat.reads(f.read_text(), as_version=4)) if f.suffix == ".ipynb" else f.read_bytes()
+                _place(ws, f"labs/{name}/{f.name}", data, old, new, report)
+    _place(ws, "index.ipynb", _index(chapters, labs), old, new, report)
+    tmp_manifest = ws / f".{MANIFEST}.tmp"
+    tmp_manifest.write_text(json.dumps(new, indent=1, sort_keys=True))
+    os.replace(tmp_manifest, manifest)
+    return report
+
+
+def default_workspace(root: Path) -> Path:
+    return Path(os.environ.get("SCALEOUT_WORKSPACE") or Path(root) / "workspace")
+
