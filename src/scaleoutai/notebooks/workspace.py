@@ -39,7 +39,6 @@ def _digest(data: bytes) -> str:
 
 
 def _notebook_bytes(source: Path) -> bytes:
-    import nbformat
 
     from .execute import KERNELSPEC, read_notebook
 
