@@ -39,7 +39,6 @@ def _digest(data: bytes) -> str:
 
 
 def _notebook_bytes(source: Path) -> bytes:
-
     from .execute import KERNELSPEC, read_notebook
 
     nb = read_notebook(source)
