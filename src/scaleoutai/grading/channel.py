@@ -131,7 +131,13 @@ class Channel:
         return head, arrays
 
 
+GRADER_IO_TIMEOUT = 300.0  # no single send or receive of the grader's waits longer, whatever a sandbox does
+
+
 def pair() -> tuple[Channel, socket.socket]:
-    """(the grader's end, the socket to hand to the sandbox)."""
+    """(the grader's end, the socket to hand to the sandbox). The grader's end never blocks forever:
+    a sandbox that stops reading cannot hang the grader in a send."""
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    return Channel(a), b
+    ch = Channel(a)
+    a.settimeout(GRADER_IO_TIMEOUT)
+    return ch, b

@@ -106,10 +106,22 @@ def _prepare_work(job: dict, mounted: set[str]) -> None:
             os.chown(common, 0, 65534)
         target = os.path.join(job["work"], shared)
         if job["limits"]["mode"] == "full":
-            os.makedirs(target, exist_ok=True)
-            mount(common, target, None, MS_BIND)
+            _bind_into_student_folder(common, target)
         elif not os.path.lexists(target):
             os.symlink(common, target)
+
+
+def _bind_into_student_folder(src: str, target: str) -> None:
+    """Bind ``src`` at ``target``, a path in a folder the student owns: never through a link the student
+    planted there (as root, a followed link could mount over any path of the zygote)."""
+    if os.path.islink(target) or (os.path.lexists(target) and not os.path.isdir(target)):
+        os.unlink(target)
+    os.makedirs(target, exist_ok=True)
+    fd = os.open(target, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY)  # pins the folder just checked
+    try:
+        mount(src, f"/proc/self/fd/{fd}", None, MS_BIND)
+    finally:
+        os.close(fd)
 
 
 def zygote_loop(sock: socket.socket) -> None:
