@@ -5,7 +5,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from lab_server import TOKEN, get_json, lab_server
 from scaleoutai.cli import main
 from scaleoutai.notebooks import (
     PARAMETERS_HEADER,
@@ -347,18 +347,6 @@ def test_every_chapter_source_has_a_parameters_cell():
 # ---------------------------------------------------------------- scaleout lab
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def get_json(url: str, token: str) -> dict:
-    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.load(response)
-
-
 def put_json(url: str, token: str, body: dict) -> dict:
     data = json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method="PUT",
@@ -392,45 +380,19 @@ def test_workspace_rebuild_replaces_untouched_copies_and_keeps_edited_ones(cours
 
 @pytest.mark.timeout(180)
 def test_lab_lands_on_the_index_and_saving_a_chapter_leaves_the_course_untouched(tmp_path):
-    port, token = free_port(), "scaleout-test-token"
     ws = tmp_path / "workspace"
-    env = dict(os.environ, JUPYTER_TOKEN=token, JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"), SCALEOUT_WORKSPACE=str(ws))
     before = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
-    log = (tmp_path / "lab.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "scaleoutai.cli", "lab", "--no-browser", "--port", str(port)],
-                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, f"scaleout lab exited {proc.returncode}:\n{(tmp_path / 'lab.log').read_text()}"
-            try:
-                get_json(f"{base}/api/status", token)
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert time.monotonic() < deadline, "JupyterLab did not answer within 120 s"
-                time.sleep(0.5)
-        assert get_json(f"{base}/api/contents/index.ipynb", token)["type"] == "notebook"
+    with lab_server(REPO, tmp_path, ws) as (base, _):
+        assert get_json(f"{base}/api/contents/index.ipynb", TOKEN)["type"] == "notebook"
         path = "chapters/04-communication-primitives/04-communication-primitives.ipynb"
-        model = get_json(f"{base}/api/contents/{path}", token)
+        model = get_json(f"{base}/api/contents/{path}", TOKEN)
         assert model["type"] == "notebook" and {"markdown", "code"} <= {c["cell_type"] for c in model["content"]["cells"]}
         model["content"]["cells"][0]["source"] = "my notes on chapter 4"
-        put_json(f"{base}/api/contents/{path}", token, {"type": "notebook", "format": "json",
+        put_json(f"{base}/api/contents/{path}", TOKEN, {"type": "notebook", "format": "json",
                                                         "content": model["content"]})
         assert "my notes on chapter 4" in (ws / path).read_text()
-        lab_stub = get_json(f"{base}/api/contents/labs/lab04-ring-allreduce/lab04-ring-allreduce.ipynb", token)
+        lab_stub = get_json(f"{base}/api/contents/labs/lab04-ring-allreduce/lab04-ring-allreduce.ipynb", TOKEN)
         assert "NotImplementedError" in json.dumps(lab_stub["content"])
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-        except ProcessLookupError:
-            pass
-        log.close()
     after = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
     assert after == before, f"scaleout lab changed the course:\n{after}"
     assert "workspace" in (tmp_path / "lab.log").read_text() and "ready in" in (tmp_path / "lab.log").read_text()

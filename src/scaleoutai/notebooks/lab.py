@@ -70,7 +70,7 @@ def lab_argv(root: Path, port: int | None = None, open_browser: bool = True, ws:
         # Course containers often run as root; the server listens on localhost only.
         argv.append("--ServerApp.allow_root=True")
     if (ws / "index.ipynb").is_file():
-        argv.append("--ServerApp.default_url=/lab/tree/index.ipynb")
+        argv.append("--LabApp.default_url=/lab/tree/index.ipynb")
     elif (ws / "chapters").is_dir():
         argv.append("--ServerApp.default_url=/lab/tree/chapters")
     if port is not None:

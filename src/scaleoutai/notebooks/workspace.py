@@ -73,7 +73,11 @@ def _index(chapters: list[str], labs: list[str]) -> bytes:
         lines += ["## Appendices", *[f"- [{c}](chapters/{c}/{c}.ipynb)" for c in extra], ""]
     lines += ["## Labs (graded)", *[f"- [{lab}](labs/{lab}/{lab}.ipynb)" for lab in labs], ""]
     lines += ["## Course paths", *[f"- **{name}**: {what}, then the Chapter 41 capstone" for name, what in PATHS]]
-    return _stable(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("\n".join(lines))]))
+    from .execute import KERNELSPEC
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("\n".join(lines))])
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)  # opens without asking for a kernel
+    return _stable(nb)
 
 
 def _place(ws: Path, rel: str, data: bytes, old: dict[str, str], new: dict[str, str], report: WorkspaceReport) -> None:
