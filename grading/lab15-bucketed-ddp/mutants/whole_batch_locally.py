@@ -1,5 +1,5 @@
 # mutant: every rank trains on the whole batch it was handed and skips the all-reduce
-# loses: train_sim, train_process, messages, frozen, own_code
+# loses: train_sim, train_process, frozen, own_code
 import numpy as np
 
 

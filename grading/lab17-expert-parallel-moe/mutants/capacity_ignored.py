@@ -1,5 +1,5 @@
 # mutant: nothing is ever dropped: the capacity test compares with slot >= 0
-# loses: correct_sim, drops, correct_process, traffic, own_code
+# loses: correct_sim, drops, correct_process
 # says: full output
 REPLACE = [
     ('kept = slot < cap',

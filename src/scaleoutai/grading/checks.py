@@ -19,6 +19,25 @@ class Fail(Exception):
     """A check failed; the message is shown to the student."""
 
 
+class NotGraded(Fail):
+    """The case cannot be graded for this property until another test's mistake is fixed: it counts
+    neither for nor against the test (one mistake loses its points once), and the message says so."""
+
+
+def graded_after(check: Callable[[], object], what: str) -> None:
+    """Run ``check`` (a correctness check); if it fails, this case is NotGraded for the calling test.
+
+    Properties such as traffic or memory are graded only on cases whose values are right, so a rank that
+    sends well-shaped messages without computing anything gains nothing, and a wrong value is not
+    charged twice."""
+    try:
+        check()
+    except NotGraded:
+        raise
+    except Fail:
+        raise NotGraded(f"graded once {what} is right; the test of {what} says what is wrong") from None
+
+
 @dataclass
 class Case:
     id: str

@@ -14,7 +14,7 @@ from types import ModuleType
 import numpy as np
 
 from . import results as R
-from .checks import Case, CaseResult, Fail, Plan, Test
+from .checks import Case, CaseResult, Fail, NotGraded, Plan, Test
 from .labs import Lab, cells_source
 from .hub import Outcome
 from .jail import Limits
@@ -111,17 +111,25 @@ def grade_run(hidden: Hidden, run: RunReport | None, cells: list[dict] | None, l
             entries.append(R.test_entry(test.name, pts * frac, pts, msg, vis))
             continue
         cases = [c for c in hidden.plan.cases if test.select is None or test.select(c)]
-        fracs, notes = [], []
+        fracs, notes, waiting = [], [], []
         for case in cases:
             frac, msg = _grade_case(test, case, run.outcomes.get(case.id), why, hidden.plan, source)
+            if frac is None:  # graded once another test's mistake is fixed: not charged twice
+                waiting.append(f"- {case.label}: {msg}")
+                continue
             fracs.append(frac)
             if frac < 1 and len(notes) < 4:
                 notes.append(f"- {case.label}: {msg}")
         passed = sum(f >= 1 for f in fracs)
-        head = f"passed {passed} of {len(cases)} cases"
-        more = f"\n(and {len(cases) - passed - len(notes)} more failing cases)" if len(cases) - passed > len(notes) else ""
-        entries.append(R.test_entry(test.name, pts * (sum(fracs) / max(1, len(fracs))), pts,
-                                    head + ("\n" + "\n".join(notes) if notes else "") + more, vis))
+        if fracs:
+            head = f"passed {passed} of {len(fracs)} cases"
+            head += f" ({len(waiting)} more are graded once their values are right)" if waiting else ""
+            score = pts * sum(fracs) / len(fracs)
+        else:  # nothing could be graded: the property was never shown
+            head, score, notes = f"not graded in any of the {len(cases)} cases yet", 0.0, waiting[:2]
+        more = f"\n(and {len(fracs) - passed - len(notes)} more failing cases)" if len(fracs) - passed > len(notes) else ""
+        entries.append(R.test_entry(test.name, score, pts, head + ("\n" + "\n".join(notes) if notes else "") + more,
+                                    vis))
     run_msg = why or "your notebook ran to the end"
     report = run.cells if run else None
     if report and report.get("errors"):
@@ -143,7 +151,8 @@ def grade_run(hidden: Hidden, run: RunReport | None, cells: list[dict] | None, l
 
 
 def _grade_case(test: Test, case: Case, outcome: Outcome | None, why: str, plan: Plan,
-                source: str) -> tuple[float, str]:
+                source: str) -> tuple[float | None, str]:
+    """(fraction, message); fraction None: the case waits for another test's mistake to be fixed."""
     if outcome is None:
         return 0.0, "not run" + (f": {why.split(';')[0]}" if why else "")
     meta = outcome.meta
@@ -154,6 +163,8 @@ def _grade_case(test: Test, case: Case, outcome: Outcome | None, why: str, plan:
         return 0.0, err[:1200]
     try:
         res = test.check(CaseResult(case, meta, outcome.arrays, plan, source, outcome.trace, outcome.messages))
+    except NotGraded as exc:
+        return None, str(exc)
     except Fail as exc:
         return 0.0, str(exc)
     except Exception as exc:  # noqa: BLE001 - hostile data that slipped past validation scores 0
