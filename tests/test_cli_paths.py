@@ -13,7 +13,8 @@ BAD = {"a file where a folder is expected": "{file}/sub", "a missing parent": "/
 COMMANDS = [["assign", "lab04", "--out", "{bad}"],
             ["grade", "lab04", str(ROOT / "tests" / "grading_helpers.py"), "--out", "{bad}"],
             ["grade", "export-gradescope", "lab04", "--out", "{bad}/a.zip"],
-            ["notebooks", "build", "04", "--out", "{bad}"], ["release", "course", "--out", "{bad}"]]
+            ["notebooks", "build", "04", "--out", "{bad}"], ["notebooks", "run", "04", "--smoke", "--out", "{bad}"],
+            ["release", "course", "--out", "{bad}"]]
 
 
 @pytest.mark.parametrize("kind", sorted(BAD))

@@ -180,6 +180,7 @@ def run(
 
     sources = list(sources)
     out_dir = Path(out_dir) if out_dir is not None else find_repo_root() / "_build" / "executed"
+    out_dir.mkdir(parents=True, exist_ok=True)  # an unusable --out fails here, before any notebook runs
     records = []
     bar = tqdm(sources, desc="notebooks", unit="nb", disable=not progress, file=sys.stderr)
     for source in bar:
