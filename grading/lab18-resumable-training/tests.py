@@ -67,6 +67,7 @@ def plan(rng: np.random.Generator) -> Plan:
         p.cases.append(Case(id=f"a{i}", fn="inspect_checkpoints", label=f"{when}: the folder after the crash",
                             mode="call", args=[{"value": f"ckpt/r{i}"}, {"value": d}], timeout=5, data=data))
         _train_case(p, f"r{i}", f"{when}, then restarted", K, shards, w0, steps, lr, f"ckpt/r{i}", every, data)
+    _plant_incomplete(p, rng)
     old = {"step": 4, "params": rng.standard_normal(ATOMIC_D).tolist(), "velocity": rng.standard_normal(ATOMIC_D).tolist()}
     new = {"step": 9, "params": [0.5] * ATOMIC_D, "velocity": [0.25] * ATOMIC_D, "history": [0.0] * 6000}
     path = f"{ATOMIC_DIR}/ckpt-00000004.npz"
@@ -79,6 +80,28 @@ def plan(rng: np.random.Generator) -> Plan:
                             label=f"the folder after a save over an existing checkpoint was killed at byte {cut}",
                             args=[{"value": ATOMIC_DIR}, {"value": ATOMIC_D}]))
     return p
+
+
+def _plant_incomplete(p: Plan, rng: np.random.Generator) -> None:
+    """A folder whose newest file named like a checkpoint lacks its velocity (as a torn save leaves it),
+    with a good checkpoint before it: the restart must skip the one that does not load."""
+    K, n, d, steps, every, dt = 2, 16, 3, 9, 3, "float64"
+    X = rng.standard_normal((n, d))
+    y = X @ rng.standard_normal(d)
+    lr = float(0.5 / np.linalg.eigvalsh(X.T @ X).max())
+    shards = [s.copy() for s in np.array_split(np.column_stack([X, y]), K)]
+    w0 = 0.1 * rng.standard_normal(d)
+    ref = trajectory(shards, w0, lr, steps)
+    folder = "ckpt/planted"
+    good = {"step": every, "params": ref[every][0].tolist(), "velocity": ref[every][1].tolist()}
+    torn = {"step": 2 * every, "params": ref[2 * every][0].tolist()}
+    for j, state in enumerate((good, torn)):
+        p.cases.append(Case(id=f"p{j}", fn="save_checkpoint", label=f"a checkpoint of step {state['step']}",
+                            mode="call", timeout=5, args=[{"value": f"{folder}/ckpt-{state['step']:08d}.npz"},
+                                                          {"value": state}]))
+    data = {"K": K, "d": d, "steps": steps, "every": every, "dtype": dt, "ref": ref, "crash_step": 2 * every}
+    _train_case(p, "rp", f"K={K}, {n} rows, d={d}, {steps} steps, every={every}, restarted on a folder whose newest "
+                f"checkpoint (step {2 * every}) lacks its velocity", K, shards, w0, steps, lr, folder, every, data)
 
 
 def _final(res: CaseResult, what: str) -> None:
@@ -165,7 +188,8 @@ def atomic(res: CaseResult):
 TESTS = [
     Test("train", "trains without a crash like one machine (K = 1, 2, 3, 5, 8)",
          select=lambda c: c.id.startswith("t"), check=trained),
-    Test("resume", "a restart after an injected crash ends like the uninterrupted run, redoing at most `every` steps",
+    Test("resume", "a restart after an injected crash (or on a folder whose newest checkpoint does not load) ends "
+                   "like the uninterrupted run, redoing at most `every` steps",
          select=lambda c: c.id.startswith("r"), check=resumed),
     Test("intact", "after a crash every checkpoint loads and holds the state of its step",
          select=lambda c: c.id.startswith("a"), check=intact),

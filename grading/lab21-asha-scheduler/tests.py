@@ -167,7 +167,11 @@ def driver(res: CaseResult):
     ref = Reference(eta, lo, hi, cap)
     _, per_worker, (bt, bs) = simulate(ref, K - 1, lambda t, k: float(curves[t, k]), res.case.data["tpu"])
     got = res.value(0, "[best trial, best score]", shape=(2,))
-    if int(got[0]) != bt or not np.isclose(got[1], bs, rtol=0, atol=1e-12):
+    err = abs(float(got[1]) - bs)  # compared in float64
+    if int(got[0]) == bt and 1e-12 < err <= 1e-6 * max(1.0, abs(bs)):
+        raise Fail(f"rank 0 reports the right trial, but its score {float(got[1])!r} has lost digits (an array of "
+                   f"dtype {got.dtype}): return the score as its worker sent it, in float64")
+    if int(got[0]) != bt or not err <= 1e-12:
         raise Fail(f"rank 0 reports trial {int(got[0])} with score {got[1]:.4g}, not the best trial of the ASHA "
                    f"schedule: receive from the worker whose job ends first, and hand jobs to idle workers lowest rank first")
     for w in range(1, K):
@@ -196,7 +200,8 @@ def _protocol(res: CaseResult, per_worker: list[int], makespan: float) -> None:
         if results != jobs:
             raise Fail(f"worker {w} sent {results} messages to the driver; it runs {jobs} jobs and sends one result each")
         if handed != jobs + 1:
-            raise Fail(f"the driver sent worker {w} {handed} messages; it hands it {jobs} jobs and one stop message")
+            raise Fail(f"the driver sent worker {w} {handed} messages for the {jobs} jobs the worker ran: send one message "
+                       f"per job (trial, rung and resources together) and one stop message")
     took = res.meta.get("sim_time")
     slack = 1e-3 * max(1, len(sends)) + 0.01 * makespan  # message latencies on the simulated network
     if not isinstance(took, (int, float)) or took > makespan + slack:
