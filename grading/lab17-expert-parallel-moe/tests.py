@@ -73,13 +73,14 @@ def _rows(case: Case, r: int) -> slice:
     return slice(int(b[r]), int(b[r + 1]))
 
 
-def _check(res: CaseResult) -> None:
+def _check(res: CaseResult, dtype: bool = True) -> None:
+    """Every rank's rows equal the dense layer's; ``dtype=False`` leaves the dtype to correct_sim."""
     c = res.case
     ref = c.data["y"]
     rtol, scale = TOL[c.data["dtype"]]
     for r in range(c.world_size):
         want = ref[_rows(c, r)]
-        got = res.value(r, "output y", dtype=c.data["dtype"], shape=want.shape)
+        got = res.value(r, "output y", dtype=c.data["dtype"] if dtype else None, shape=want.shape)
         close(got, want, rtol, scale * (1 + float(np.abs(ref).max(initial=0))), f"rank {r}'s output y")
 
 
@@ -92,7 +93,7 @@ def drops(res: CaseResult):
     """Same comparison, but explains a miss in terms of the capacity rule."""
     c = res.case
     try:
-        _check(res)
+        _check(res, dtype=False)  # which assignments are dropped; a wrong dtype loses correct_sim only
     except Fail as exc:
         cache = c.data["cache"]
         lost = np.flatnonzero(~cache["keep"].all(axis=1))  # tokens with at least one dropped assignment
