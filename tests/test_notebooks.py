@@ -376,6 +376,14 @@ def test_workspace_rebuild_replaces_untouched_copies_and_keeps_edited_ones(cours
     assert edited.read_text() == mine and "print('updated')" in (ws / "chapters/01-good/01-good.updated.ipynb").read_text()
     assert "print('updated')" in untouched.read_text() and again.kept == ["chapters/01-good/01-good.ipynb"]
     assert build_workspace(course, ws).written == []  # nothing new: nothing rewritten
+    opened = ws / "chapters/03-raises/03-raises.ipynb"  # opened and run in JupyterLab, not edited
+    nb = json.loads(opened.read_text())
+    nb["metadata"]["kernelspec"]["display_name"] = "Python 3"
+    nb["cells"][-1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "ran"}]
+    opened.write_text(json.dumps(nb))
+    source = course / "chapters" / "03-raises" / "03-raises.py"
+    source.write_text(source.read_text() + "\n# %%\nprint('again')\n")
+    assert "chapters/03-raises/03-raises.ipynb" in build_workspace(course, ws).written  # an update replaces it
 
 
 @pytest.mark.timeout(180)

@@ -58,3 +58,11 @@ def test_the_cli_writes_the_edition(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert main(["release", "course", "--out", str(tmp_path / "ed")]) == 0
     assert "student edition written to" in capsys.readouterr().out and (tmp_path / "ed" / "labs").is_dir()
+
+
+def test_make_lab_works_in_the_edition_its_workspace_holds_the_released_labs(edition, tmp_path):
+    from scaleoutai.notebooks.workspace import build_workspace
+
+    report = build_workspace(edition, tmp_path / "ws")
+    nb = (tmp_path / "ws" / "labs" / "lab04-ring-allreduce" / "lab04-ring-allreduce.ipynb").read_text()
+    assert "NotImplementedError" in nb and "index.ipynb" in report.written

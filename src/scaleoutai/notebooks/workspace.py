@@ -35,6 +35,15 @@ class WorkspaceReport:
 
 
 def _digest(data: bytes) -> str:
+    """What counts as the content: for a notebook its cells' types and sources only (JupyterLab rewrites
+    kernel metadata and outputs when a chapter is merely opened and run); for other files the bytes."""
+    try:
+        nb = json.loads(data)
+        cells = [(c.get("cell_type"), "".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source"))
+                 for c in nb["cells"]]
+        data = json.dumps(cells).encode()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
     return hashlib.sha256(data).hexdigest()
 
 
@@ -129,8 +138,9 @@ def build_workspace(root: Path, ws: Path) -> WorkspaceReport:
     labs = list_labs(root)
     with tempfile.TemporaryDirectory() as tmp:
         for name in labs:
-            released = assign(find_lab(name, root), Path(tmp))
-            for f in sorted(released.iterdir()):
+            lab = find_lab(name, root)  # the student edition holds released labs, not their solutions
+            released = assign(lab, Path(tmp)) if lab.source.is_file() else lab.folder
+            for f in sorted(p for p in released.iterdir() if p.is_file()):
                 data = _stable(nbformat.reads(f.read_text(), as_version=4)) if f.suffix == ".ipynb" else f.read_bytes()
                 _place(ws, f"labs/{name}/{f.name}", data, old, new, report)
     _place(ws, "index.ipynb", _index(chapters, labs), old, new, report)
