@@ -71,8 +71,8 @@ def clocks(res: CaseResult):
     ref = _reference_clocks(res.per_rank("events"))
     for r, want in enumerate(ref):
         got = res.value(r, "list of clocks", shape=want.shape, array_only=False)
-        if got.dtype.kind not in "iu" and not np.all(np.mod(got, 1) == 0):
-            raise Fail(f"rank {r}'s clocks are not integers")
+        if got.size and got.dtype.kind not in "iu":
+            raise Fail(f"rank {r}'s clocks are {got.dtype}: a vector clock counts events, return an integer array")
         bad = np.nonzero(np.any(got != want, axis=1))[0]
         if len(bad):
             raise Fail(f"rank {r}'s clock after its event {int(bad[0])} (kind {int(res.per_rank('events')[r][bad[0]][0])}) "
