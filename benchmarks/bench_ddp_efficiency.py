@@ -3,7 +3,7 @@
 A float32 MLP (default widths 1024-2048-1024, Psi = 4.2 M, a 16 MiB gradient) at global batches
 B = 1024, 2048, 4096 (26 to 103 GFLOP per step: compute grows with B, the all-reduce does not) is trained
 with ``ddp.train_ddp`` (bucketed ring all-reduce over the process backend) on K = 2
-processes, each on b = B / 2 samples, and with ``ddp.train_single`` on 1 process on the full batch B.
+processes, each on b = B / 2 samples, and with ``ddp.reference_train`` on 1 process on the full batch B.
 Both runs give every process the same BLAS thread count, cores // K, so the single process is not
 handed the cores the K processes share (fair per-worker comparison). T is the median time of ``steps``
 training steps (barriers around each timed call), min over ``rounds`` alternating rounds of T_1 and T_2.
@@ -28,10 +28,10 @@ def worker(comm, sizes: list[int], batches: list[int], steps: int, repeats: int,
     from threadpoolctl import threadpool_info
 
     from scaleoutai import perf
-    from scaleoutai.parallel import ddp as D
-    from scaleoutai.parallel import model as M
+    from scaleoutai.parallel import ddp
+    from scaleoutai import nn
 
-    p0 = M.mlp_init(sizes, seed=1, dtype=np.float32)
+    p0 = nn.mlp_init(sizes, seed=1, dtype=np.float32)
     out = {}
     for batch in batches:
         rng = np.random.default_rng(batch)  # every rank builds the same global batch
@@ -42,9 +42,9 @@ def worker(comm, sizes: list[int], batches: list[int], steps: int, repeats: int,
         def train():
             comm.barrier()
             if comm.size == 1:
-                result["params"] = D.train_single(data, p0, steps, 1e-3)[0]
+                result["params"] = ddp.reference_train(data, p0, steps, 1e-3)[0]
             else:
-                result["params"] = D.train_ddp(comm, data, p0, steps, 1e-3, bucket_bytes=bucket_bytes)[0]
+                result["params"] = ddp.train_ddp(comm, data, p0, steps, 1e-3, bucket_bytes=bucket_bytes)[0]
             comm.barrier()
 
         t = perf.measure(train, warmup=1, repeats=repeats)

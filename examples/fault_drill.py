@@ -47,10 +47,10 @@ def make_batches(steps: int, batch: int, sizes: list[int], seed: int) -> list[tu
 
 def reference(steps: int, batch: int, sizes: list[int], seed: int, lr: float) -> dict[str, np.ndarray]:
     """The single-device answer: full-batch Adam on the same batches (what the drill must reproduce)."""
-    from scaleoutai.parallel.ddp import train_single
-    from scaleoutai.parallel.model import mlp_init
+    from scaleoutai.parallel.ddp import reference_train
+    from scaleoutai.nn import mlp_init
 
-    params, _ = train_single(make_batches(steps, batch, sizes, seed), mlp_init(sizes, seed=seed), steps, lr,
+    params, _ = reference_train(make_batches(steps, batch, sizes, seed), mlp_init(sizes, seed=seed), steps, lr,
                              optimizer="adam")
     return params
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     from scaleoutai.collectives import all_gather
     from scaleoutai.parallel.ddp import bucketed_ddp_step, local_gradient
     from scaleoutai.parallel.elastic import checkpoint_path, latest_checkpoint, save_checkpoint
-    from scaleoutai.parallel.model import adam_init, adam_step, mlp_init
+    from scaleoutai.nn import adam_init, adam_step, mlp_init
 
     comm = cluster.init(timeout=60.0)
     K, r = comm.size, comm.rank

@@ -4,8 +4,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,13 +11,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from scaleoutai.cluster.procs import free_port, stop
+
 TOKEN = "scaleout-test-token"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get_json(url: str, token: str = TOKEN) -> dict:
@@ -53,12 +47,5 @@ def lab_server(cwd: Path, tmp_path: Path, ws: Path | None = None, wait: float = 
                 time.sleep(0.5)
         yield base, log_path
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-        except ProcessLookupError:
-            pass
+        stop([proc], grace=15)
         log.close()

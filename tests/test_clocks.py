@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from scaleoutai.clocks import (LamportClock, VectorClock, causal_order, check_script, concurrent, happened_before,
+from scaleoutai.foundations.clocks import (LamportClock, VectorClock, causal_order, check_script, concurrent, happened_before,
                                run_clocks)
 
 # Three ranks. a1 -> b2 -> c2 -> a3 by messages; a2, b1, c1 are independent local events.

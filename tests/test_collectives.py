@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from scaleoutai import cluster
-from scaleoutai import collectives as C
+from scaleoutai import collectives
 from scaleoutai.perf import collective_time
 
 WORLD_SIZES = [1, 2, 3, 5, 8, 13]  # 13 > the shortest lengths below: some ranks get empty blocks
@@ -40,14 +40,14 @@ def _every_collective(comm, n: int, dtype_name: str, op: str) -> dict:
     dtype = np.dtype(dtype_name)
     x = make_input(comm.rank, n, dtype)
     root = comm.size - 1
-    out = {name: f(comm, x, op=op) for name, f in C.ALLREDUCES.items()}
-    out["reduce"] = C.reduce(comm, x, root=root, op=op)
-    out["reduce_scatter"] = C.reduce_scatter(comm, x, op=op)
-    out["broadcast"] = C.broadcast(comm, x if comm.rank == root else None, root=root)
-    out["scatter"] = C.scatter(comm, x if comm.rank == root else None, root=root)
-    out["gather"] = C.gather(comm, x, root=root)
-    out["all_gather"] = C.all_gather(comm, np.array_split(x, comm.size)[comm.rank])
-    out["all_to_all"] = C.all_to_all(comm, np.array_split(x, comm.size))
+    out = {name: f(comm, x, op=op) for name, f in collectives.ALLREDUCES.items()}
+    out["reduce"] = collectives.reduce(comm, x, root=root, op=op)
+    out["reduce_scatter"] = collectives.reduce_scatter(comm, x, op=op)
+    out["broadcast"] = collectives.broadcast(comm, x if comm.rank == root else None, root=root)
+    out["scatter"] = collectives.scatter(comm, x if comm.rank == root else None, root=root)
+    out["gather"] = collectives.gather(comm, x, root=root)
+    out["all_gather"] = collectives.all_gather(comm, np.array_split(x, comm.size)[comm.rank])
+    out["all_to_all"] = collectives.all_to_all(comm, np.array_split(x, comm.size))
     return out
 
 
@@ -57,7 +57,7 @@ def check_every_collective(values: list, K: int, n: int, dtype, op: str) -> None
     want = reference(K, n, dtype, op)
     x_root = make_input(root, n, dtype)
     for r, got in enumerate(values):
-        for name in C.ALLREDUCES:
+        for name in collectives.ALLREDUCES:
             assert_close(got[name], want, K)
         assert_close(got["reduce_scatter"], np.array_split(want, K)[r], K)
         if r == root:
@@ -106,11 +106,11 @@ def test_every_collective_matches_reference_on_real_processes(K):
 def test_allreduces_give_bitwise_identical_results_on_every_rank():
     def worker(comm):
         x = make_input(comm.rank, 101, np.float32)
-        return [f(comm, x) for f in C.ALLREDUCES.values()]
+        return [f(comm, x) for f in collectives.ALLREDUCES.values()]
 
     for K in (3, 5, 6, 8):
         res = cluster.run(worker, K)
-        for i in range(len(C.ALLREDUCES)):
+        for i in range(len(collectives.ALLREDUCES)):
             for v in res.values[1:]:
                 np.testing.assert_array_equal(v[i], res.values[0][i])
 
@@ -121,8 +121,8 @@ def test_reduce_scatter_and_all_gather_fill_one_out_buffer_like_the_reference(K)
 
     def worker(comm):
         out = np.full(n, -1.0)
-        mine = C.reduce_scatter(comm, make_input(comm.rank, n, np.float64), out=out)
-        gathered = C.all_gather(comm, mine, out=out)
+        mine = collectives.reduce_scatter(comm, make_input(comm.rank, n, np.float64), out=out)
+        gathered = collectives.all_gather(comm, mine, out=out)
         return np.shares_memory(mine, out) or mine.size == 0, gathered is out, out
 
     want = reference(K, n, np.float64)
@@ -133,7 +133,7 @@ def test_reduce_scatter_and_all_gather_fill_one_out_buffer_like_the_reference(K)
 
 def test_ring_allreduce_preserves_multidimensional_shape():
     def worker(comm):
-        return C.ring_allreduce(comm, np.full((3, 4, 5), comm.rank, dtype=np.float64))
+        return collectives.ring_allreduce(comm, np.full((3, 4, 5), comm.rank, dtype=np.float64))
 
     res = cluster.run(worker, 4)
     assert res.values[0].shape == (3, 4, 5)
@@ -143,7 +143,7 @@ def test_ring_allreduce_preserves_multidimensional_shape():
 @pytest.mark.parametrize("K", [2, 3, 5, 8])
 def test_ring_allreduce_sends_exactly_2k_minus_1_messages_and_2k_minus_1_over_k_of_the_data(K):
     n = 8 * 7 * 5 * 3  # divisible by every K here
-    res = cluster.run(lambda comm: C.ring_allreduce(comm, np.ones(n, np.float32)), K)
+    res = cluster.run(lambda comm: collectives.ring_allreduce(comm, np.ones(n, np.float32)), K)
     for s in res.stats:
         assert s.messages_sent == s.messages_received == 2 * (K - 1)
         assert s.bytes_sent == s.bytes_received == 2 * (K - 1) * (n // K) * 4
@@ -151,7 +151,7 @@ def test_ring_allreduce_sends_exactly_2k_minus_1_messages_and_2k_minus_1_over_k_
 
 def test_ring_allreduce_bytes_stay_within_one_element_per_message_of_the_bound_for_uneven_lengths():
     K, n = 5, 23
-    res = cluster.run(lambda comm: C.ring_allreduce(comm, np.ones(n, np.float64)), K)
+    res = cluster.run(lambda comm: collectives.ring_allreduce(comm, np.ones(n, np.float64)), K)
     for s in res.stats:
         assert s.messages_sent == 2 * (K - 1)
         assert s.bytes_sent <= 2 * (K - 1) * -(-n // K) * 8
@@ -161,21 +161,21 @@ def test_ring_allreduce_bytes_stay_within_one_element_per_message_of_the_bound_f
 def test_ring_allreduce_simulated_time_equals_alpha_beta_formula(K):
     alpha, beta, n = 5e-6, 2e-9, 4096
     net = cluster.Network(alpha=alpha, beta=beta)
-    res = cluster.run(lambda comm: C.ring_allreduce(comm, np.ones(n, np.float32)), K, network=net)
+    res = cluster.run(lambda comm: collectives.ring_allreduce(comm, np.ones(n, np.float32)), K, network=net)
     assert res.sim_time == pytest.approx(collective_time("ring_allreduce", 4 * n, K, alpha, beta), rel=1e-9)
 
 
 @pytest.mark.parametrize("name", ["tree_allreduce", "recursive_doubling_allreduce", "broadcast"])
 def test_tree_algorithms_take_log2_k_rounds_at_powers_of_two(name):
     alpha, beta, n, K = 1e-5, 1e-9, 1000, 8
-    fn = getattr(C, name)
+    fn = getattr(collectives, name)
     res = cluster.run(lambda comm: fn(comm, np.ones(n, np.float64)), K, network=cluster.Network(alpha, beta))
     assert res.sim_time == pytest.approx(collective_time(name, 8 * n, K, alpha, beta), rel=1e-9)
 
 
 def test_naive_allreduce_root_moves_k_minus_1_full_copies_each_way():
     K, n = 6, 100
-    res = cluster.run(lambda comm: C.naive_allreduce(comm, np.ones(n, np.float64)), K)
+    res = cluster.run(lambda comm: collectives.naive_allreduce(comm, np.ones(n, np.float64)), K)
     assert res.stats[0].bytes_received == res.stats[0].bytes_sent == (K - 1) * n * 8
     assert all(s.bytes_sent == n * 8 for s in res.stats[1:])
 
@@ -183,19 +183,19 @@ def test_naive_allreduce_root_moves_k_minus_1_full_copies_each_way():
 def test_ring_beats_naive_in_simulated_time_for_large_messages():
     net = cluster.Network(alpha=1e-6, beta=1e-9)
     x = np.ones(1 << 16, np.float32)
-    t = {name: cluster.run(lambda comm, f=f: f(comm, x), 8, network=net).sim_time for name, f in C.ALLREDUCES.items()}
+    t = {name: cluster.run(lambda comm, f=f: f(comm, x), 8, network=net).sim_time for name, f in collectives.ALLREDUCES.items()}
     assert t["ring"] < t["tree"] < t["naive"]
 
 
 def test_broadcast_ignores_x_on_non_roots():
-    res = cluster.run(lambda comm: C.broadcast(comm, "ignored" if comm.rank else np.arange(3), root=0), 4)
+    res = cluster.run(lambda comm: collectives.broadcast(comm, "ignored" if comm.rank else np.arange(3), root=0), 4)
     assert all(np.array_equal(v, np.arange(3)) for v in res.values)
 
 
 def test_result_does_not_alias_the_input():
     def worker(comm):
         x = np.ones(4)
-        outs = [f(comm, x) for f in C.ALLREDUCES.values()] + [C.reduce_scatter(comm, x)]
+        outs = [f(comm, x) for f in collectives.ALLREDUCES.values()] + [collectives.reduce_scatter(comm, x)]
         for o in outs:
             o += 100
         return x
@@ -205,10 +205,10 @@ def test_result_does_not_alias_the_input():
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda comm: C.ring_allreduce(comm, [1, 2, 3]), "NumPy array, got list"),
-    (lambda comm: C.tree_allreduce(comm, np.ones(2), op="mean"), "op='mean' is not supported"),
-    (lambda comm: C.broadcast(comm, np.ones(2), root=9), "root=9 is not a rank"),
-    (lambda comm: C.all_to_all(comm, [np.ones(1)]), "all_to_all needs a list of 2 blocks"),
+    (lambda comm: collectives.ring_allreduce(comm, [1, 2, 3]), "NumPy array, got list"),
+    (lambda comm: collectives.tree_allreduce(comm, np.ones(2), op="mean"), "op='mean' is not supported"),
+    (lambda comm: collectives.broadcast(comm, np.ones(2), root=9), "root=9 is not a rank"),
+    (lambda comm: collectives.all_to_all(comm, [np.ones(1)]), "all_to_all needs a list of 2 blocks"),
 ])
 def test_bad_input_raises_one_clear_error(call, message):
     with pytest.raises(cluster.RankError, match=message):

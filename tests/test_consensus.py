@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 from scaleoutai import cluster
-from scaleoutai.consensus import bully_election, majority, max_faults, min_nodes, replicate_log
+from scaleoutai.foundations.consensus import bully_election, majority, max_faults, min_nodes, replicate_log
 
 COMMANDS = [11, 22, 33, 44]
 

@@ -6,7 +6,7 @@ import os
 from importlib.metadata import version
 
 from scaleoutai.cli import main as cli_main
-from scaleoutai.doctor import checks, format_table, main
+from scaleoutai.cluster.doctor import checks, format_table, main
 
 
 def _rows(**env):

@@ -8,7 +8,7 @@ import pytest
 
 from scaleoutai import cluster
 from scaleoutai.parallel import moe
-from scaleoutai.parallel.model import numerical_gradient
+from scaleoutai.nn import numerical_gradient
 
 TOL = {np.float64: 1e-12, np.float32: 2e-5}  # EP sums the same terms, only per-rank matmul blocking differs
 

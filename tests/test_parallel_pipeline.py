@@ -8,7 +8,7 @@ import pytest
 
 from scaleoutai import cluster
 from scaleoutai.parallel import pipeline as pp
-from scaleoutai.parallel.model import mlp_backward, mlp_forward, mlp_init, mse_loss
+from scaleoutai.nn import mlp_backward, mlp_forward, mlp_init, mse_loss
 
 SIZES = [5, 8, 7, 6, 9, 4, 3]  # 6 layers: p = 4 gives stages of 2, 2, 1, 1 layers
 TOL = {np.float64: 1e-12, np.float32: 1e-5}

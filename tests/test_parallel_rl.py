@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from scaleoutai import cluster
-from scaleoutai.parallel import model as M
+from scaleoutai import nn
 from scaleoutai.parallel import rl
 
 CFG = rl.RLConfig()
@@ -62,11 +62,11 @@ def test_vtrace_loss_gradient_matches_finite_differences(hidden):
     cfg = rl.RLConfig(hidden=hidden, unroll=6, entropy_coef=0.1, seed=4)
     params = rl.init_params(cfg)
     env, rng = rl.ChainEnv(cfg, 0), np.random.default_rng(1)
-    behaviour = M.mlp_init([cfg.n_states] + ([hidden] if hidden else []) + [3], seed=9)  # off-policy data
+    behaviour = nn.mlp_init([cfg.n_states] + ([hidden] if hidden else []) + [3], seed=9)  # off-policy data
     traj = rl.rollout(behaviour, env, rng, cfg)
     _, grads, stats = rl.vtrace_loss(params, traj, cfg)
     targets = (stats["vs"], stats["adv"])
-    num = M.numerical_gradient(lambda p: rl.vtrace_loss(p, traj, cfg, targets)[0], params)
+    num = nn.numerical_gradient(lambda p: rl.vtrace_loss(p, traj, cfg, targets)[0], params)
     for k in params:
         np.testing.assert_allclose(grads[k], num[k], rtol=1e-5, atol=1e-8, err_msg=k)
 

@@ -4,9 +4,8 @@ import functools
 import numpy as np
 import pytest
 
-from scaleoutai import cluster
+from scaleoutai import cluster, collectives, nn
 from scaleoutai.parallel import ddp, tensor
-from scaleoutai.parallel import model as M
 
 D, A, FF = 12, 6, 10  # d_model, heads, d_ff: K = 8 leaves ranks with no heads and 1-column MLP shards
 TOL = {np.float64: 1e-10, np.float32: 1e-4}
@@ -21,8 +20,8 @@ def _data(dtype=np.float64, n=2, shape=(3, 5)):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("K", [1, 2, 3, 5, 8])
 def test_megatron_tp_block_training_equals_single_device(K, dtype):
-    p0, data = M.block_init(D, A, FF, seed=1, dtype=dtype), _data(dtype)
-    ref, ref_losses = ddp.train_single(data, p0, 3, 0.05, loss_grad=functools.partial(tensor.block_mse, n_heads=A))
+    p0, data = nn.block_init(D, A, FF, seed=1, dtype=dtype), _data(dtype)
+    ref, ref_losses = ddp.reference_train(data, p0, 3, 0.05, loss_grad=functools.partial(tensor.block_mse, n_heads=A))
     res = cluster.run(tensor.train_tp, K, args=(data, p0, 3, 0.05, A), timeout=60)
     for ps, losses in res.values:
         assert ps["Wq"].dtype == dtype
@@ -33,8 +32,8 @@ def test_megatron_tp_block_training_equals_single_device(K, dtype):
 
 @pytest.mark.parametrize("K", [2, 5])
 def test_naive_tp_with_adam_equals_megatron_and_dense(K):
-    p0, data = M.block_init(D, A, FF, seed=2), _data(shape=(2, 4))
-    ref, _ = ddp.train_single(data, p0, 3, 0.01, optimizer="adam",
+    p0, data = nn.block_init(D, A, FF, seed=2), _data(shape=(2, 4))
+    ref, _ = ddp.reference_train(data, p0, 3, 0.01, optimizer="adam",
                               loss_grad=functools.partial(tensor.block_mse, n_heads=A))
     for naive in (True, False):
         res = cluster.run(tensor.train_tp, K, args=(data, p0, 3, 0.01, A), timeout=60,
@@ -50,13 +49,13 @@ def test_column_then_row_parallel_linears_equal_dense_and_use_one_allreduce_each
     x, W1, b1, W2, b2 = (rng.standard_normal(s) for s in [(4, 6), (6, 9), (9,), (9, 5), (5,)])
     dy = rng.standard_normal((4, 5))
     z = x @ W1 + b1
-    y_ref = M.gelu(z) @ W2 + b2
+    y_ref = nn.gelu(z) @ W2 + b2
     df = dy @ W2.T
-    dz = M.gelu_backward(z, df)
+    dz = nn.gelu_backward(z, df)
     dx_ref = dz @ W1.T
 
     def worker(comm):
-        cols = slice(*tensor.block_range(9, comm.size, comm.rank))
+        cols = slice(*collectives.block_range(9, comm.size, comm.rank))
         p = {"W1": W1[:, cols], "b1": b1[cols], "W2": W2[cols], "b2": b2}
         y, cache = tensor.megatron_mlp_forward(comm, p, x)
         sent_fwd = comm.stats.messages_sent
@@ -65,17 +64,17 @@ def test_column_then_row_parallel_linears_equal_dense_and_use_one_allreduce_each
 
     res = cluster.run(worker, K, timeout=30)
     for r, (y, dx, g, fwd_msgs, bwd_msgs) in enumerate(res.values):
-        cols = slice(*tensor.block_range(9, K, r))
+        cols = slice(*collectives.block_range(9, K, r))
         np.testing.assert_allclose(y, y_ref, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(dx, dx_ref, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(g["W1"], x.T @ dz[:, cols], rtol=1e-12)
-        np.testing.assert_allclose(g["W2"], M.gelu(z[:, cols]).T @ dy, rtol=1e-12)
+        np.testing.assert_allclose(g["W2"], nn.gelu(z[:, cols]).T @ dy, rtol=1e-12)
         np.testing.assert_allclose(g["b2"], dy.sum(0), rtol=1e-12)
         assert fwd_msgs == bwd_msgs == 2 * (K - 1)  # one ring all-reduce forward, one backward
 
 
 def test_naive_tp_moves_weights_and_megatron_moves_activations():
-    p0 = M.block_init(D, A, FF, seed=4)
+    p0 = nn.block_init(D, A, FF, seed=4)
     data = _data(n=1, shape=(1, 2))  # few tokens: activations are smaller than weights
     bytes_ = {}
     for naive in (True, False):
@@ -85,7 +84,7 @@ def test_naive_tp_moves_weights_and_megatron_moves_activations():
 
 
 def test_shard_then_gather_block_round_trips_for_uneven_heads():
-    p = M.block_init(D, A, FF, seed=5)
+    p = nn.block_init(D, A, FF, seed=5)
     shards = [tensor.shard_block(p, A, 5, r) for r in range(5)]
     assert [s["Wq"].shape[1] for s in shards] == [4, 2, 2, 2, 2]  # 6 heads of 2 dims over 5 ranks
     res = cluster.run(lambda comm: tensor.gather_block(comm, shards[comm.rank]), 5, timeout=30)
@@ -95,14 +94,14 @@ def test_shard_then_gather_block_round_trips_for_uneven_heads():
 
 def test_train_tp_rejects_unknown_optimizer():
     with pytest.raises(cluster.RankError, match="optimizer"):
-        cluster.run(tensor.train_tp, 1, args=(_data(), M.block_init(D, A, FF), 1, 0.1, A),
+        cluster.run(tensor.train_tp, 1, args=(_data(), nn.block_init(D, A, FF), 1, 0.1, A),
                     kwargs=dict(optimizer="lion"), timeout=30)
 
 
 @pytest.mark.timeout(120)
 def test_megatron_tp_on_real_processes_equals_single_device():
-    p0, data = M.block_init(D, A, FF, seed=6), _data()
-    ref, _ = ddp.train_single(data, p0, 2, 0.05, loss_grad=functools.partial(tensor.block_mse, n_heads=A))
+    p0, data = nn.block_init(D, A, FF, seed=6), _data()
+    ref, _ = ddp.reference_train(data, p0, 2, 0.05, loss_grad=functools.partial(tensor.block_mse, n_heads=A))
     res = cluster.run(tensor.train_tp, 2, backend="process", args=(data, p0, 2, 0.05, A), timeout=100,
                       quiet=True)
     for ps, _ in res.values:

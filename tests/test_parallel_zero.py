@@ -4,7 +4,7 @@ import pytest
 
 from scaleoutai import cluster
 from scaleoutai.parallel import ddp, zero
-from scaleoutai.parallel import model as M
+from scaleoutai import nn
 
 TOL = {np.float64: 1e-10, np.float32: 1e-4}
 STEPS, LR = 4, 0.01
@@ -29,8 +29,8 @@ def _assert_params(ps, ref, tol):
 @pytest.mark.parametrize("K", [1, 2, 3, 5, 8])
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_zero_sharded_adam_equals_single_device_adam(stage, K, dtype):
-    data, p0 = _data(11, dtype=dtype), M.mlp_init([4, 5, 3], seed=1, dtype=dtype)  # Psi = 43: uneven blocks
-    ref, ref_losses = ddp.train_single(data, p0, STEPS, LR, optimizer="adam")
+    data, p0 = _data(11, dtype=dtype), nn.mlp_init([4, 5, 3], seed=1, dtype=dtype)  # Psi = 43: uneven blocks
+    ref, ref_losses = ddp.reference_train(data, p0, STEPS, LR, optimizer="adam")
     vals = _run(K, data, p0, stage)
     for r in range(K):
         assert vals[r]["params"]["W0"].dtype == dtype
@@ -40,10 +40,10 @@ def test_zero_sharded_adam_equals_single_device_adam(stage, K, dtype):
 
 @pytest.mark.parametrize("K", [3, 8])
 def test_zero_with_frozen_tied_weights_and_accumulation_equals_reference(K):
-    p0 = M.mlp_init([4, 4, 4, 3], seed=2)
+    p0 = nn.mlp_init([4, 4, 4, 3], seed=2)
     p0["W1"] = p0["W0"]
     data = _data(6, seed=3)  # K = 8 > B: two ranks hold no samples
-    ref, _ = ddp.train_single(data, p0, STEPS, LR, optimizer="adam", frozen=["b0"])
+    ref, _ = ddp.reference_train(data, p0, STEPS, LR, optimizer="adam", frozen=["b0"])
     for stage in (1, 3):
         vals = _run(K, data, p0, stage, frozen=["b0"], accum=2)
         for v in vals:
@@ -54,7 +54,7 @@ def test_zero_with_frozen_tied_weights_and_accumulation_equals_reference(K):
 
 
 def test_all_stages_give_bitwise_identical_parameters_at_the_same_world_size():
-    data, p0 = _data(9, seed=4), M.mlp_init([4, 6, 3], seed=5)
+    data, p0 = _data(9, seed=4), nn.mlp_init([4, 6, 3], seed=5)
     outs = [_run(3, data, p0, s)[1]["params"] for s in (0, 1, 2, 3)]
     for o in outs[1:]:
         assert all(np.array_equal(o[k], outs[0][k]) for k in p0)
@@ -63,7 +63,7 @@ def test_all_stages_give_bitwise_identical_parameters_at_the_same_world_size():
 @pytest.mark.parametrize("K", [1, 4])
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_mixed_precision_memory_per_rank_matches_2_2_12_model(stage, K):
-    p0 = M.mlp_init([8, 16, 16, 4], seed=6)  # Psi = 484 = 4 * 121
+    p0 = nn.mlp_init([8, 16, 16, 4], seed=6)  # Psi = 484 = 4 * 121
     rng = np.random.default_rng(0)
     vals = _run(K, [(rng.standard_normal((8, 8)), rng.standard_normal((8, 4)))], p0, stage, mixed=True)
     psi = vals[0]["psi"]
@@ -75,15 +75,15 @@ def test_mixed_precision_memory_per_rank_matches_2_2_12_model(stage, K):
 
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_uneven_shards_hold_exactly_their_block_and_full_precision_bytes(stage):
-    data, p0 = _data(7, n=1), M.mlp_init([4, 5, 3], seed=7)  # Psi = 43 over K = 5: blocks 9,9,9,8,8
+    data, p0 = _data(7, n=1), nn.mlp_init([4, 5, 3], seed=7)  # Psi = 43 over K = 5: blocks 9,9,9,8,8
     vals = _run(5, data, p0, stage)
     for r, v in enumerate(vals):
         assert v["held"] == zero.memory_model(43, 5, stage, bytes_per=(8, 8, 16), rank=r)
 
 
 def test_mixed_precision_zero_tracks_fp64_adam_and_all_stages_agree():
-    data, p0 = _data(16, seed=8), M.mlp_init([4, 8, 3], seed=9)
-    ref, _ = ddp.train_single(data, p0, STEPS, LR, optimizer="adam")
+    data, p0 = _data(16, seed=8), nn.mlp_init([4, 8, 3], seed=9)
+    ref, _ = ddp.reference_train(data, p0, STEPS, LR, optimizer="adam")
     outs = [_run(4, data, p0, s, mixed=True)[0]["params"] for s in (0, 1, 2, 3)]
     for o in outs:
         assert o["W0"].dtype == np.float32  # the fp32 master copy
@@ -95,13 +95,13 @@ def test_memory_model_rejects_bad_stage_and_zero_init_too():
     with pytest.raises(ValueError, match="stage"):
         zero.memory_model(10, 2, 4)
     with pytest.raises(cluster.RankError, match="stage must be"):
-        cluster.run(zero.train_zero, 1, args=(_data(2), M.mlp_init([4, 3]), 1, LR, 5), timeout=30)
+        cluster.run(zero.train_zero, 1, args=(_data(2), nn.mlp_init([4, 3]), 1, LR, 5), timeout=30)
 
 
 @pytest.mark.timeout(120)
 def test_zero3_on_real_processes_equals_single_device_adam():
-    data, p0 = _data(9, seed=10), M.mlp_init([4, 6, 3], seed=11)
-    ref, _ = ddp.train_single(data, p0, STEPS, LR, optimizer="adam")
+    data, p0 = _data(9, seed=10), nn.mlp_init([4, 6, 3], seed=11)
+    ref, _ = ddp.reference_train(data, p0, STEPS, LR, optimizer="adam")
     res = cluster.run(zero.train_zero, 2, backend="process", args=(data, p0, STEPS, LR, 3), timeout=100,
                       quiet=True)
     for v in res.values:

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from scaleoutai import cluster
-from scaleoutai.sharding import (linear_mse_gradient, local_weighted_gradient, naive_sharded_gradient, shard,
-                                 shard_bounds, sharded_gradient)
+from scaleoutai.collectives import block_bounds
+from scaleoutai.foundations.sharding import (linear_mse_gradient, local_weighted_gradient, naive_sharded_gradient,
+                                            shard, sharded_gradient)
 
 WORLD_SIZES = [1, 2, 3, 5, 8]
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
@@ -28,22 +29,22 @@ def reference_gradient(X, y, w):
 
 @pytest.mark.parametrize("n", [0, 1, 7, 10, 33])
 @pytest.mark.parametrize("K", WORLD_SIZES + [40])
-def test_shard_bounds_match_numpy_array_split_including_empty_shards(n, K):
+def test_block_bounds_match_numpy_array_split_including_empty_shards(n, K):
     x = np.arange(n)
     parts = np.array_split(x, K)
-    assert [b - a for a, b in shard_bounds(n, K)] == [len(p) for p in parts]
+    assert [b - a for a, b in block_bounds(n, K)] == [len(p) for p in parts]
     for r in range(K):
         np.testing.assert_array_equal(shard(x, K, r), parts[r])
 
 
 @pytest.mark.parametrize("bad", [(-1, 2), (3, 0), (3, 1.5), (True, 2)])
-def test_shard_bounds_rejects_bad_counts_with_a_readable_message(bad):
-    with pytest.raises(ValueError, match="shard_bounds needs"):
-        shard_bounds(*bad)
+def test_block_bounds_rejects_bad_counts_with_a_readable_message(bad):
+    with pytest.raises(ValueError, match="block_bounds needs"):
+        block_bounds(*bad)
 
 
 def test_shard_rejects_a_rank_outside_the_group():
-    with pytest.raises(ValueError, match=r"rank=3 is not one of the K=3 workers"):
+    with pytest.raises(ValueError, match=r"rank=3 is not one of the K=3 ranks"):
         shard(np.arange(5), 3, 3)
 
 

@@ -88,7 +88,7 @@ def test_failed_slurm_job_returns_its_nonzero_status(slurm_env, tmp_path, capsys
 
 @pytest.mark.timeout(60)
 def test_doctor_reports_the_private_controller_up(slurm_env):
-    from scaleoutai.doctor import checks
+    from scaleoutai.cluster.doctor import checks
 
     rows = {r.item: r for r in checks() if r.scale == "slurm"}
     assert rows["Slurm commands"].ok

@@ -38,10 +38,10 @@ import numpy as np
 import matplotlib.pyplot as plt
 
 from scaleoutai import cluster
-from scaleoutai import collectives as C
+from scaleoutai import collectives
 from scaleoutai.perf import collective_time, efficiency, run_cost, speedup, plot_scaling
-from scaleoutai.sharding import (linear_mse_gradient, local_weighted_gradient, naive_sharded_gradient,
-                                 shard, shard_bounds, sharded_gradient)
+from scaleoutai.foundations.sharding import (linear_mse_gradient, local_weighted_gradient, naive_sharded_gradient,
+                                 shard, sharded_gradient)
 
 rng = np.random.default_rng(SEED)
 X = rng.standard_normal((N, D))
@@ -100,7 +100,7 @@ print(f"{'throughput: 5,000 req/s at 40 ms each':48s} -> at least {int(np.ceil(R
 
 # %%
 for n_, k_ in [(10, 3), (10, 4), (3, 5)]:
-    print(f"N={n_:2d}, K={k_}: shard sizes {[b - a for a, b in shard_bounds(n_, k_)]}")
+    print(f"N={n_:2d}, K={k_}: shard sizes {[b - a for a, b in collectives.block_bounds(n_, k_)]}")
 
 reference = linear_mse_gradient(X, y, w)
 for k_ in K_CHECK:
@@ -140,7 +140,7 @@ docs = rng.choice(vocab, size=(40, 12))
 def count_words(comm, docs):
     mine = shard(docs, comm.size, comm.rank)
     counts = np.array([(mine == v).sum() for v in vocab], dtype=np.int64)
-    return C.ring_allreduce(comm, counts)
+    return collectives.ring_allreduce(comm, counts)
 
 res = cluster.run(count_words, K, args=(docs,))
 assert all((v == [(docs == t).sum() for t in vocab]).all() for v in res.values)
@@ -170,7 +170,7 @@ W = rng.standard_normal((4 * D, D))
 x = rng.standard_normal(D)
 
 def tensor_parallel(comm, W, x):
-    return C.all_gather(comm, shard(W, comm.size, comm.rank) @ x)
+    return collectives.all_gather(comm, shard(W, comm.size, comm.rank) @ x)
 
 res = cluster.run(tensor_parallel, K, args=(W, x))
 np.testing.assert_allclose(res.values[0], W @ x, rtol=1e-12, atol=1e-12)
@@ -184,8 +184,8 @@ print(f"W ({W.shape[0]}x{W.shape[1]}) split by rows over {K} ranks: all-gathered
 requests = rng.standard_normal((37, D))  # 37 requests: uneven over K replicas
 
 def serve(comm, w, requests):
-    mine = C.scatter(comm, requests if comm.rank == 0 else None, root=0)
-    return C.gather(comm, mine @ w, root=0)
+    mine = collectives.scatter(comm, requests if comm.rank == 0 else None, root=0)
+    return collectives.gather(comm, mine @ w, root=0)
 
 res = cluster.run(serve, K, args=(w_true, requests))
 np.testing.assert_allclose(res.values[0], requests @ w_true, rtol=1e-12, atol=1e-12)
@@ -197,7 +197,7 @@ print(f"{len(requests)} requests over {K} replicas: gathered predictions == sing
 # even when the rank that would have won has crashed.
 
 # %%
-from scaleoutai.consensus import bully_election
+from scaleoutai.foundations.consensus import bully_election
 
 res = cluster.run(bully_election, K, faults=cluster.Faults(crash={K - 1: 0}))
 leaders = {v for v in res.values if not isinstance(v, cluster.RankCrashed)}
@@ -314,9 +314,9 @@ except cluster.RankError as err:
     print(err.summary)
 
 def timed_step(comm, seconds_per_example, n, p):
-    lo, hi = shard_bounds(n, comm.size)[comm.rank]
+    lo, hi = collectives.block_bounds(n, comm.size)[comm.rank]
     comm.compute(seconds_per_example * (hi - lo))          # local gradient work
-    C.ring_allreduce(comm, np.zeros(p))                    # gradient sync
+    collectives.ring_allreduce(comm, np.zeros(p))                    # gradient sync
     return comm.clock
 
 SEC_PER_EXAMPLE = 1e-6                                     # forward + backward of one example
@@ -343,7 +343,7 @@ times = {}
 for k_ in K_SWEEP:
     r_ = cluster.run(timed_step, k_, args=(SEC_PER_EXAMPLE, N_EVAL, P_EVAL), network=net)
     times[k_] = r_.sim_time
-    comp = SEC_PER_EXAMPLE * shard_bounds(N_EVAL, k_)[0][1]  # the largest shard
+    comp = SEC_PER_EXAMPLE * collectives.block_bounds(N_EVAL, k_)[0][1]  # the largest shard
     model = comp + collective_time("ring_allreduce", 8 * P_EVAL, k_, net.alpha, net.beta)
     assert abs(times[k_] - model) <= 0.02 * model, (k_, times[k_], model)
 print(f"{'K':>3} {'T_K (ms)':>9} {'S_K':>6} {'E_K':>5} {'cost per 1e6 steps ($)':>23}")

@@ -37,8 +37,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from scaleoutai import cluster
-from scaleoutai.clocks import causal_order, concurrent, happened_before, plot_spacetime, run_clocks
-from scaleoutai.consensus import bully_election, majority, max_faults, min_nodes, replicate_log
+from scaleoutai.foundations.clocks import causal_order, concurrent, happened_before, plot_spacetime, run_clocks
+from scaleoutai.foundations.consensus import bully_election, majority, max_faults, min_nodes, replicate_log
 
 rng = np.random.default_rng(SEED)
 COMMANDS = list(range(100, 100 + ENTRIES))
@@ -221,7 +221,7 @@ cluster.plot_timeline(res, title=f"3 log entries on K={K}: AppendEntries fan out
 # %% [markdown]
 # ## 4. A minimal from-scratch implementation
 #
-# `bully_election(comm)` and `replicate_log(comm, commands, leader=0)` in `scaleoutai.consensus` are
+# `bully_election(comm)` and `replicate_log(comm, commands, leader=0)` in `scaleoutai.foundations.consensus` are
 # plain send/recv code on the communicator; read them next to this section. Without faults every rank
 # elects rank $K-1$, and every follower ends with the leader's log, fully committed.
 

@@ -53,7 +53,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from scaleoutai import cluster, perf
-from scaleoutai import collectives as C
+from scaleoutai import collectives
 
 grad_bytes, a_dc, b_dc = 4e9, 10e-6, 1 / 12.5e9  # 4 GB gradient, 10 us, 12.5 GB/s
 print(f"{'K':>5} {'naive (root) s':>15} {'ring s':>8}")
@@ -198,32 +198,32 @@ def reference_and_worker(name, xs, k):
     blocks = [np.array_split(x, k)[r] for r, x in enumerate(xs)]  # rank r contributes its block r
     root = k - 1  # a root other than 0 exercises the relative-rank arithmetic
     if name == "broadcast":
-        return (lambda comm: C.broadcast(comm, xs[root] if comm.rank == root else None, root),
+        return (lambda comm: collectives.broadcast(comm, xs[root] if comm.rank == root else None, root),
                 [xs[root]] * k)
     if name == "scatter":
-        return (lambda comm: C.scatter(comm, xs[root] if comm.rank == root else None, root),
+        return (lambda comm: collectives.scatter(comm, xs[root] if comm.rank == root else None, root),
                 np.array_split(xs[root], k))
     if name == "gather":
-        return (lambda comm: C.gather(comm, blocks[comm.rank], root),
+        return (lambda comm: collectives.gather(comm, blocks[comm.rank], root),
                 [np.concatenate(blocks) if r == root else None for r in range(k)])
     if name == "reduce":
-        return (lambda comm: C.reduce(comm, xs[comm.rank], root), [total if r == root else None for r in range(k)])
-    if name in C.ALLREDUCES:
-        return (lambda comm: C.ALLREDUCES[name](comm, xs[comm.rank]), [total] * k)
+        return (lambda comm: collectives.reduce(comm, xs[comm.rank], root), [total if r == root else None for r in range(k)])
+    if name in collectives.ALLREDUCES:
+        return (lambda comm: collectives.ALLREDUCES[name](comm, xs[comm.rank]), [total] * k)
     if name == "reduce_scatter":
-        return (lambda comm: C.reduce_scatter(comm, xs[comm.rank]), np.array_split(total, k))
+        return (lambda comm: collectives.reduce_scatter(comm, xs[comm.rank]), np.array_split(total, k))
     if name == "all_gather":
-        return (lambda comm: C.all_gather(comm, blocks[comm.rank]), [np.concatenate(blocks)] * k)
+        return (lambda comm: collectives.all_gather(comm, blocks[comm.rank]), [np.concatenate(blocks)] * k)
     if name == "rs+ag":
-        return (lambda comm: C.all_gather(comm, C.reduce_scatter(comm, xs[comm.rank])), [total] * k)
+        return (lambda comm: collectives.all_gather(comm, collectives.reduce_scatter(comm, xs[comm.rank])), [total] * k)
     if name == "all_to_all":  # rank r sends block j of its vector to rank j
         parts = [np.array_split(x, k) for x in xs]
-        return (lambda comm: C.all_to_all(comm, parts[comm.rank]),
+        return (lambda comm: collectives.all_to_all(comm, parts[comm.rank]),
                 [[parts[j][r] for j in range(k)] for r in range(k)])
     raise ValueError(name)
 
 
-NAMES = ["broadcast", "scatter", "gather", "reduce", *C.ALLREDUCES, "reduce_scatter", "all_gather", "rs+ag",
+NAMES = ["broadcast", "scatter", "gather", "reduce", *collectives.ALLREDUCES, "reduce_scatter", "all_gather", "rs+ag",
          "all_to_all"]
 runs = 0
 for name in NAMES:
@@ -252,7 +252,7 @@ print(f"{len(NAMES)} collectives x 6 world sizes x 2 lengths x 3 dtypes = {runs}
 # %%
 xs = make_inputs(5, 9, np.float64, seed=3)
 for op, ref in (("max", np.max), ("min", np.min)):
-    for name, fn in C.ALLREDUCES.items():
+    for name, fn in collectives.ALLREDUCES.items():
         got = cluster.run(lambda comm: fn(comm, xs[comm.rank], op=op), 5, network=net).values
         for g in got:
             np.testing.assert_array_equal(g, ref(xs, axis=0))
@@ -269,7 +269,7 @@ x4 = np.ones(P, np.float32)
 fig, axes = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
 traced = {}
 for ax, name in zip(axes, ("naive", "ring")):
-    traced[name] = cluster.run(lambda comm: C.ALLREDUCES[name](comm, x4), 4, network=net, trace=True)
+    traced[name] = cluster.run(lambda comm: collectives.ALLREDUCES[name](comm, x4), 4, network=net, trace=True)
     cluster.plot_timeline(traced[name], ax=ax, title=f"{name} all-reduce, K = 4, n = {x4.nbytes} B: "
                                                       f"{traced[name].sim_time * 1e3:.3f} ms")
 fig.tight_layout()
@@ -292,12 +292,12 @@ def sim_allreduce(name, k, nbytes):
     """Run all-reduce `name` on k ranks with a float32 vector of about nbytes (rounded to k blocks)."""
     elems = max(k, round(nbytes / 4 / k) * k)
     x = np.ones(elems, np.float32)
-    return x.nbytes, cluster.run(lambda comm: C.ALLREDUCES[name](comm, x), k, network=net, timeout=120)
+    return x.nbytes, cluster.run(lambda comm: collectives.ALLREDUCES[name](comm, x), k, network=net, timeout=120)
 
 
-model_name = {name: f"{name}_allreduce" for name in C.ALLREDUCES}
+model_name = {name: f"{name}_allreduce" for name in collectives.ALLREDUCES}
 sweep_k = {}
-for name in C.ALLREDUCES:
+for name in collectives.ALLREDUCES:
     for k in KS:
         nb, r = sim_allreduce(name, k, 4 * P)
         sweep_k[name, k] = (nb, r.sim_time, max(s.bytes_sent for s in r.stats), max(s.messages_sent for s in r.stats))
@@ -316,15 +316,15 @@ for (name, k), (nb, t, b, m) in sweep_k.items():
 print("ring: bytes per rank == 2(K-1)/K n and sim time == 2(K-1)(alpha + n/K beta) for K in", KS)
 
 sweep_n = {}
-for name in C.ALLREDUCES:
+for name in collectives.ALLREDUCES:
     for nbytes in SIZES:
         nb, r = sim_allreduce(name, K, nbytes)
         sweep_n[name, nb] = r.sim_time
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-colors = dict(zip(C.ALLREDUCES, ("tab:red", "tab:green", "tab:blue", "tab:purple")))
+colors = dict(zip(collectives.ALLREDUCES, ("tab:red", "tab:green", "tab:blue", "tab:purple")))
 ks_fine = np.arange(min(KS), max(KS) + 1)
-for name in C.ALLREDUCES:
+for name in collectives.ALLREDUCES:
     nb = sweep_k[name, KS[0]][0]
     ax1.plot(ks_fine, [perf.collective_time(model_name[name], 4 * P, k, ALPHA, BETA) for k in ks_fine],
              color=colors[name], label=f"{name} (model)")
@@ -401,7 +401,7 @@ def production_check(comm, sizes, repeats):
     import torch
     import torch.distributed as dist
 
-    from scaleoutai import collectives as C
+    from scaleoutai import collectives
     from scaleoutai import perf
 
     k, r = comm.size, comm.rank
@@ -413,18 +413,18 @@ def production_check(comm, sizes, repeats):
                   g.integers(-100, 100, length).astype(dtype) for g in rng]
             total = np.sum(xs, axis=0).astype(dtype)
             tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
-            ours = C.ring_allreduce(comm, xs[r])
+            ours = collectives.ring_allreduce(comm, xs[r])
             theirs = torch.from_numpy(xs[r].copy())
             dist.all_reduce(theirs)
             np.testing.assert_allclose(ours, total, **tol)
             np.testing.assert_allclose(theirs.numpy(), total, **tol)
             gathered = [torch.empty(length, dtype=theirs.dtype) for _ in range(k)]
             dist.all_gather(gathered, torch.from_numpy(xs[r].copy()))
-            np.testing.assert_array_equal(C.all_gather(comm, xs[r]), torch.cat(gathered).numpy())
-            np.testing.assert_array_equal(C.all_gather(comm, xs[r]), np.concatenate(xs))
+            np.testing.assert_array_equal(collectives.all_gather(comm, xs[r]), torch.cat(gathered).numpy())
+            np.testing.assert_array_equal(collectives.all_gather(comm, xs[r]), np.concatenate(xs))
             checked.append(f"all_reduce+all_gather {np.dtype(dtype).name}[{length}]")
             if length % k == 0:  # torch's reduce_scatter needs equal blocks
-                mine = C.reduce_scatter(comm, xs[r])
+                mine = collectives.reduce_scatter(comm, xs[r])
                 out = torch.empty(length // k, dtype=theirs.dtype)
                 try:
                     dist.reduce_scatter(out, list(torch.from_numpy(xs[r].copy()).chunk(k)))
@@ -446,7 +446,7 @@ def production_check(comm, sizes, repeats):
     for nbytes in sizes:
         x = np.ones(nbytes // 4, np.float32)
         t = torch.from_numpy(x.copy())
-        for label, fn in (("ping-pong / 2", lambda: ping_pong(x)), ("our ring", lambda: C.ring_allreduce(comm, x)),
+        for label, fn in (("ping-pong / 2", lambda: ping_pong(x)), ("our ring", lambda: collectives.ring_allreduce(comm, x)),
                           ("torch all_reduce", lambda: dist.all_reduce(t))):
             dist.barrier()
             timing = perf.measure(fn, warmup=2, repeats=repeats)
@@ -599,7 +599,7 @@ print(f"sendrecv: same values, bytes and simulated time as send + recv ({fused.s
 # %%
 xs = make_inputs(4, 16, np.float64)
 try:
-    cluster.run(lambda comm: C.ring_allreduce(comm, xs[comm.rank]), 4, network=net,
+    cluster.run(lambda comm: collectives.ring_allreduce(comm, xs[comm.rank]), 4, network=net,
                 faults=cluster.Faults(crash={2: 1}), timeout=30)
     raise AssertionError("expected the crash to fail the all-reduce")
 except cluster.RankError as err:
@@ -622,7 +622,7 @@ except cluster.RankError as err:
 # %%
 def step(comm, x):
     comm.compute(1e-3)  # the local gradient computation
-    return C.ring_allreduce(comm, x)
+    return collectives.ring_allreduce(comm, x)
 
 
 xs = make_inputs(4, P, np.float32)
@@ -656,7 +656,7 @@ print(f"{'algorithm':>20} {'msgs/rank':>10} {'bytes/rank':>12} {'/ floor':>8} {'
       f"{'model ms':>9} {'speedup':>8} {'E_bus':>6}")
 floor = 2 * (K - 1) / K * nbytes
 eval_rows = {}
-for name in C.ALLREDUCES:
+for name in collectives.ALLREDUCES:
     nb, r = sim_allreduce(name, K, nbytes)
     eval_rows[name] = (max(s.messages_sent for s in r.stats), max(s.bytes_sent for s in r.stats), r.sim_time,
                        perf.collective_time(model_name[name], nb, K, ALPHA, BETA))

@@ -68,10 +68,9 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import cluster, perf
+from scaleoutai import cluster, nn, perf
 from scaleoutai.collectives import ring_allreduce
-from scaleoutai.parallel import ddp as D
-from scaleoutai.parallel import model as M
+from scaleoutai.parallel import ddp
 
 psi_demo, flop_rate = 1.0e9, 100e12  # a 1 B-parameter model on a device doing 100 TFLOP/s
 for b_glob in (256, 4096):
@@ -103,12 +102,12 @@ for b_glob in (256, 4096):
 
 # %%
 rng = np.random.default_rng(SEED)
-params0 = M.mlp_init(SIZES, seed=SEED)
+params0 = nn.mlp_init(SIZES, seed=SEED)
 X = rng.standard_normal((B, SIZES[0]))
 Y = rng.standard_normal((B, SIZES[-1]))
-_, g_ref = D.mlp_mse(params0, X, Y)
+_, g_ref = ddp.mlp_mse(params0, X, Y)
 for K in KS + [B + 7]:
-    parts = [D.local_gradient(params0, x, y, B) for x, y in zip(np.array_split(X, K), np.array_split(Y, K))]
+    parts = [ddp.local_gradient(params0, x, y, B) for x, y in zip(np.array_split(X, K), np.array_split(Y, K))]
     g_sum = {k: sum(p[1][k] for p in parts) for k in g_ref}
     shard_sizes = [len(x) for x in np.array_split(X, K)]
     for k in g_ref:
@@ -139,7 +138,7 @@ for K in KS + [B + 7]:
 
 # %%
 net = cluster.Network(alpha=ALPHA, beta=BETA)
-pc = M.mlp_init(COMM_SIZES, seed=1, dtype=np.float32)
+pc = nn.mlp_init(COMM_SIZES, seed=1, dtype=np.float32)
 Xc = rng.standard_normal((64, COMM_SIZES[0])).astype(np.float32)
 Yc = rng.standard_normal((64, COMM_SIZES[-1])).astype(np.float32)
 n_tensors, grad_bytes = len(pc), sum(v.nbytes for v in pc.values())
@@ -147,7 +146,7 @@ Kc = 4
 
 
 def one_step(comm, bucket_bytes):
-    return D.train_ddp(comm, [(Xc, Yc)], pc, 1, LR, bucket_bytes=bucket_bytes)[0]
+    return ddp.train_ddp(comm, [(Xc, Yc)], pc, 1, LR, bucket_bytes=bucket_bytes)[0]
 
 
 def comm_profile(bucket_bytes):
@@ -163,7 +162,7 @@ assert sum(s.bytes_sent for s in naive.stats) == 2 * (Kc - 1) * grad_bytes  # ri
 profile = {}
 for bb in BUCKET_SIZES:
     r = comm_profile(bb)
-    n_buckets = len(D.make_buckets(pc, bb))
+    n_buckets = len(ddp.make_buckets(pc, bb))
     assert all(s.messages_sent == n_buckets * 2 * (Kc - 1) for s in r.stats)
     assert sum(s.bytes_sent for s in r.stats) == sum(s.bytes_sent for s in naive.stats)
     profile[bb] = (n_buckets, r.stats[0].messages_sent, r.stats[0].bytes_sent, r.sim_time)
@@ -218,7 +217,7 @@ for bucket in (1e6, 25e6, 2e9):
 # `ddp.train_ddp(comm, data, params0, steps, lr, bucket_bytes=None | int, accum=1, optimizer=...)` is
 # the whole algorithm: `local_gradient` on this rank's `np.array_split` shard, `combine_tied`, then
 # `naive_ddp_step` or `bucketed_ddp_step` (ring all-reduce per tensor or per bucket), then SGD or Adam.
-# `ddp.train_single` is the single-device reference on the full batch. The claim to check: after
+# `ddp.reference_train` is the single-device reference on the full batch. The claim to check: after
 # `STEPS` steps every replica's parameters equal the single-device parameters. Tolerance: relative and
 # absolute $10^{-9}$ in float64 (the sums are taken in a different order, so equality is up to rounding
 # that grows slowly with the number of steps), and $10^{-4}$ in float32.
@@ -237,10 +236,10 @@ def assert_params_close(got, want, dtype=np.float64):
 checked = 0
 for optimizer in ("sgd", "adam"):
     lr = LR if optimizer == "sgd" else 1e-2
-    ref, ref_losses = D.train_single(data, params0, STEPS, lr, optimizer=optimizer)
+    ref, ref_losses = ddp.reference_train(data, params0, STEPS, lr, optimizer=optimizer)
     for K in KS:
         for bucket in (None, 2048):
-            res = cluster.run(D.train_ddp, K, args=(data, params0, STEPS, lr),
+            res = cluster.run(ddp.train_ddp, K, args=(data, params0, STEPS, lr),
                               kwargs=dict(bucket_bytes=bucket, optimizer=optimizer), timeout=120)
             for p, losses in res.values:
                 assert_params_close(p, ref)
@@ -250,16 +249,16 @@ print(f"{checked} DDP runs (sgd/adam x K in {KS} x naive/bucketed): every replic
       f"after {STEPS} steps (float64, rtol = atol = 1e-9); summed loss shares == full-batch loss")
 
 data32 = [(x.astype(np.float32), y.astype(np.float32)) for x, y in data]
-p32 = M.mlp_init(SIZES, seed=SEED, dtype=np.float32)
-ref32, _ = D.train_single(data32, p32, STEPS, LR)
-res = cluster.run(D.train_ddp, 3, args=(data32, p32, STEPS, LR), kwargs=dict(bucket_bytes=1024))
+p32 = nn.mlp_init(SIZES, seed=SEED, dtype=np.float32)
+ref32, _ = ddp.reference_train(data32, p32, STEPS, LR)
+res = cluster.run(ddp.train_ddp, 3, args=(data32, p32, STEPS, LR), kwargs=dict(bucket_bytes=1024))
 assert_params_close(res.values[0][0], ref32, np.float32)
 assert res.values[0][0]["W0"].dtype == np.float32
 print("float32, K = 3, bucketed: == single device within 1e-4")
 
 tiny = [(x[:5], y[:5]) for x, y in data]  # K = 8 workers, B = 5 samples: three workers hold nothing
-ref_tiny, _ = D.train_single(tiny, params0, STEPS, LR)
-res = cluster.run(D.train_ddp, 8, args=(tiny, params0, STEPS, LR), kwargs=dict(bucket_bytes=2048))
+ref_tiny, _ = ddp.reference_train(tiny, params0, STEPS, LR)
+res = cluster.run(ddp.train_ddp, 8, args=(tiny, params0, STEPS, LR), kwargs=dict(bucket_bytes=2048))
 for p, _ in res.values:
     assert_params_close(p, ref_tiny)
 print("K = 8 > B = 5 (three empty shards): every replica == single device")
@@ -273,8 +272,8 @@ print("K = 8 > B = 5 (three empty shards): every replica == single device")
 
 # %%
 for K, accum in ((1, 4), (2, 4), (3, 5)):
-    res = cluster.run(D.train_ddp, K, args=(data, params0, STEPS, LR), kwargs=dict(bucket_bytes=4096, accum=accum))
-    ref, _ = D.train_single(data, params0, STEPS, LR)
+    res = cluster.run(ddp.train_ddp, K, args=(data, params0, STEPS, LR), kwargs=dict(bucket_bytes=4096, accum=accum))
+    ref, _ = ddp.reference_train(data, params0, STEPS, LR)
     for p, _ in res.values:
         assert_params_close(p, ref)
     b_local = [len(x) for x in np.array_split(data[0][0], K)]
@@ -293,14 +292,14 @@ for K, accum in ((1, 4), (2, 4), (3, 5)):
 # compare with the single-device reference.
 
 # %%
-sq = M.mlp_init([SIZES[1]] * 4, seed=3)
+sq = nn.mlp_init([SIZES[1]] * 4, seed=3)
 sq["W1"] = sq["W0"]  # tie: one array under two names
 Xs = [(rng.standard_normal((B, SIZES[1])), rng.standard_normal((B, SIZES[1])))]
 for frozen in ((), ("W2", "b2")):
-    groups = D.param_groups(sq, frozen)
-    ref, _ = D.train_single(Xs, sq, STEPS, 0.01, frozen=frozen)
+    groups = ddp.param_groups(sq, frozen)
+    ref, _ = ddp.reference_train(Xs, sq, STEPS, 0.01, frozen=frozen)
     assert ref["W1"] is ref["W0"]  # the tie survives training
-    res = cluster.run(D.train_ddp, 3, args=(Xs, sq, STEPS, 0.01), kwargs=dict(frozen=frozen), network=net)
+    res = cluster.run(ddp.train_ddp, 3, args=(Xs, sq, STEPS, 0.01), kwargs=dict(frozen=frozen), network=net)
     p = res.values[0][0]
     assert p["W1"] is p["W0"]
     assert_params_close(p, ref)
@@ -349,19 +348,19 @@ def train_precision(mode, steps, lr=2e-3):
     ref_p = {k: v.copy() for k, v in params0.items()}
     for s in range(steps):
         x, y = data[s % len(data)]
-        _, g_ref64 = D.mlp_mse(ref_p, x, y)
-        M.sgd_step(ref_p, g_ref64, lr)
+        _, g_ref64 = ddp.mlp_mse(ref_p, x, y)
+        nn.sgd_step(ref_p, g_ref64, lr)
         if mode == "fp64":
             work, xs_, ys_ = master, x, y
         else:
             work = {k: v.astype(np.float16) for k, v in master.items()} if mode == "mixed" else master
             xs_, ys_ = x.astype(np.float16), y.astype(np.float16)
-        _, g = D.mlp_mse(work, xs_, ys_)
+        _, g = ddp.mlp_mse(work, xs_, ys_)
         if mode == "fp16":
             for k in master:
                 master[k] = (master[k].astype(np.float16) - np.float16(lr) * g[k].astype(np.float16))
         else:
-            M.sgd_step(master, {k: v.astype(master[k].dtype) for k, v in g.items()}, lr)
+            nn.sgd_step(master, {k: v.astype(master[k].dtype) for k, v in g.items()}, lr)
         gap.append(max(float(np.abs(master[k].astype(np.float64) - ref_p[k]).max()) for k in master))
     return gap
 
@@ -405,7 +404,7 @@ def production_worker(comm, params0, data, steps, lr, time_params, time_data, re
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from scaleoutai.parallel import ddp as D
+    from scaleoutai.parallel import ddp
 
     def torch_mlp(p):
         n = sum(k.startswith("W") for k in p)
@@ -437,13 +436,13 @@ def production_worker(comm, params0, data, steps, lr, time_params, time_data, re
         return as_params(model.module if shard else model)
 
     out = {"torch_ddp": train_torch(DDP(torch_mlp(params0)), shard=True),
-           "scratch": D.train_ddp(comm, data, params0, steps, lr, bucket_bytes=1 << 14)[0]}
+           "scratch": ddp.train_ddp(comm, data, params0, steps, lr, bucket_bytes=1 << 14)[0]}
     if comm.rank == 0:
         out["torch_single"] = train_torch(torch_mlp(params0), shard=False)
 
     def ddp_steps():
         comm.barrier()
-        D.train_ddp(comm, time_data, time_params, 1, lr, bucket_bytes=1 << 22)
+        ddp.train_ddp(comm, time_data, time_params, 1, lr, bucket_bytes=1 << 22)
         comm.barrier()
 
     from scaleoutai import perf
@@ -454,21 +453,21 @@ def production_worker(comm, params0, data, steps, lr, time_params, time_data, re
 
 torch_data = [(x, y) for x, y in data]  # B is divisible by 2, so DDP's 1/K average == n_k / B weights
 assert B % 2 == 0
-tp = M.mlp_init(TIME_SIZES, seed=5, dtype=np.float32)
+tp = nn.mlp_init(TIME_SIZES, seed=5, dtype=np.float32)
 tX = rng.standard_normal((TIME_B, TIME_SIZES[0])).astype(np.float32)
 tY = rng.standard_normal((TIME_B, TIME_SIZES[-1])).astype(np.float32)
 t0 = time.perf_counter()
 prod = cluster.run(production_worker, 2, backend="process",
                    args=(params0, torch_data, DDP_STEPS, LR, tp, [(tX, tY)], TIME_REPEATS), timeout=300, quiet=True)
 print(f"process run (2 ranks, torch DDP + from-scratch + timing): {time.perf_counter() - t0:.1f} s wall")
-ref, _ = D.train_single(torch_data, params0, DDP_STEPS, LR)
+ref, _ = ddp.reference_train(torch_data, params0, DDP_STEPS, LR)
 for r, v in enumerate(prod.values):
     for k in ref:
         np.testing.assert_allclose(v["torch_ddp"][k], v["scratch"][k], rtol=1e-10, atol=1e-12, err_msg=k)
         np.testing.assert_allclose(v["torch_ddp"][k], ref[k], rtol=1e-10, atol=1e-12, err_msg=k)
         np.testing.assert_allclose(prod.values[0]["torch_single"][k], v["torch_ddp"][k], rtol=1e-10, atol=1e-12)
 print(f"after {DDP_STEPS} SGD steps (float64): torch DDP == from-scratch train_ddp == torch single process "
-      f"== NumPy train_single, on both ranks (rtol 1e-10, atol 1e-12)")
+      f"== NumPy reference_train, on both ranks (rtol 1e-10, atol 1e-12)")
 
 # %% [markdown]
 # ## 6. Failure modes and fault tolerance
@@ -483,7 +482,7 @@ print(f"after {DDP_STEPS} SGD steps (float64): torch DDP == from-scratch train_d
 
 # %%
 try:
-    cluster.run(D.train_ddp, 3, args=(data, params0, STEPS, LR), kwargs=dict(bucket_bytes=4096),
+    cluster.run(ddp.train_ddp, 3, args=(data, params0, STEPS, LR), kwargs=dict(bucket_bytes=4096),
                 faults=cluster.Faults(crash={1: 5}), timeout=30)
     raise AssertionError("the run should have failed")
 except cluster.RankError as exc:
@@ -500,7 +499,7 @@ def timed_steps(comm, steps, t_compute):
     g = {"w": np.ones(1024, np.float32)}
     for _ in range(steps):
         comm.compute(t_compute)
-        D.bucketed_ddp_step(comm, g, 1 << 20)
+        ddp.bucketed_ddp_step(comm, g, 1 << 20)
     return comm.clock
 
 
@@ -517,13 +516,13 @@ for slow in ({}, {1: 3.0}):
 # shapes and order across ranks when it is constructed, and why our `flatten` always sorts the keys.
 
 # %%
-sq2 = M.mlp_init([8, 8, 8], seed=4)
+sq2 = nn.mlp_init([8, 8, 8], seed=4)
 Xd = [(rng.standard_normal((12, 8)), rng.standard_normal((12, 8)))]
 
 
 def shuffled_order(comm):
     p = sq2 if comm.rank == 0 else {k: sq2[k] for k in ("W1", "b1", "W0", "b0")}
-    return D.train_ddp(comm, Xd, p, 3, 0.1)[0]
+    return ddp.train_ddp(comm, Xd, p, 3, 0.1)[0]
 
 
 v = cluster.run(shuffled_order, 2).values
@@ -551,7 +550,7 @@ assert gap > 1e-3
 from threadpoolctl import threadpool_limits
 
 with threadpool_limits(limits=prod.values[0]["threads"]):
-    t1 = perf.measure(D.train_single, [(tX, tY)], tp, 1, LR, warmup=1, repeats=TIME_REPEATS).median
+    t1 = perf.measure(ddp.reference_train, [(tX, tY)], tp, 1, LR, warmup=1, repeats=TIME_REPEATS).median
 t2 = max(v["t2"] for v in prod.values)
 flops = 6 * TIME_B * sum(v.size for v in tp.values())
 rows = perf.scaling_table({1: t1, 2: t2})

@@ -70,15 +70,11 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import cluster
-from scaleoutai.parallel import ddp as D
-from scaleoutai.parallel import model as M
-from scaleoutai.parallel import pipeline as PP
-from scaleoutai.parallel import tensor as TP
-from scaleoutai.parallel import zero as Z
+from scaleoutai import cluster, collectives, nn
+from scaleoutai.parallel import ddp, pipeline, tensor, zero
 
 for name, psi in (("1.3 B", 1.3e9), ("7.5 B", 7.5e9), ("70 B", 70e9)):
-    need = Z.memory_model(int(psi), 1, 0)["total"]
+    need = zero.memory_model(int(psi), 1, 0)["total"]
     print(f"{name:>6} parameters: {need / 2**30:7.0f} GiB of training state on one device (80 GiB GPU)")
 
 # %% [markdown]
@@ -123,11 +119,11 @@ for name, psi in (("1.3 B", 1.3e9), ("7.5 B", 7.5e9), ("70 B", 70e9)):
 psi75 = int(7.5e9)
 print(f"{'stage':>5} {'params GiB':>10} {'grads GiB':>9} {'optim GiB':>9} {'total GiB':>9}")
 for stage in range(4):
-    mm = Z.memory_model(psi75, 64, stage)
+    mm = zero.memory_model(psi75, 64, stage)
     print(f"{stage:>5} {mm['params'] / 2**30:>10.2f} {mm['grads'] / 2**30:>9.2f} "
           f"{mm['optimizer'] / 2**30:>9.2f} {mm['total'] / 2**30:>9.2f}")
-assert np.isclose(Z.memory_model(psi75, 64, 0)["total"], 16 * psi75)
-assert np.isclose(Z.memory_model(psi75, 64, 3)["total"], 16 * psi75 / 64)
+assert np.isclose(zero.memory_model(psi75, 64, 0)["total"], 16 * psi75)
+assert np.isclose(zero.memory_model(psi75, 64, 3)["total"], 16 * psi75 / 64)
 
 # %% [markdown]
 # ## 3. The distribution and communication pattern
@@ -151,13 +147,13 @@ assert np.isclose(Z.memory_model(psi75, 64, 3)["total"], 16 * psi75 / 64)
 
 # %%
 rng = np.random.default_rng(SEED)
-params0 = M.mlp_init(SIZES, seed=SEED)
+params0 = nn.mlp_init(SIZES, seed=SEED)
 data = [(rng.standard_normal((B, SIZES[0])), rng.standard_normal((B, SIZES[-1]))) for _ in range(3)]
 psi = sum(v.size for v in params0.values())
 
 
 def zero_bytes(stage, K, steps, mixed=True):
-    res = cluster.run(Z.train_zero, K, args=(data, params0, steps, LR, stage), kwargs=dict(mixed=mixed), timeout=60)
+    res = cluster.run(zero.train_zero, K, args=(data, params0, steps, LR, stage), kwargs=dict(mixed=mixed), timeout=60)
     return np.array([s.bytes_sent for s in res.stats])
 
 
@@ -175,15 +171,15 @@ for stage, b in per_step.items():
 # ### ZeRO stages 1-3 equal Adam
 #
 # `zero.train_zero(comm, data, params0, steps, lr, stage, mixed=False)` runs sharded Adam. In float64
-# (`mixed=False`) every stage must reproduce single-device Adam (`ddp.train_single(..., optimizer="adam")`)
+# (`mixed=False`) every stage must reproduce single-device Adam (`ddp.reference_train(..., optimizer="adam")`)
 # for every world size; tolerance relative and absolute $10^{-9}$ after `STEPS` steps.
 
 # %%
-ref, ref_losses = D.train_single(data, params0, STEPS, LR, optimizer="adam")
+ref, ref_losses = ddp.reference_train(data, params0, STEPS, LR, optimizer="adam")
 n_checked = 0
 for stage in range(4):
     for K in KS:
-        res = cluster.run(Z.train_zero, K, args=(data, params0, STEPS, LR, stage), timeout=120)
+        res = cluster.run(zero.train_zero, K, args=(data, params0, STEPS, LR, stage), timeout=120)
         for v in res.values:
             for k in ref:
                 np.testing.assert_allclose(v["params"][k], ref[k], rtol=1e-9, atol=1e-9, err_msg=f"{stage} {K} {k}")
@@ -205,10 +201,10 @@ print(f"{n_checked} runs (stages 0-3 x K in {KS}): ZeRO Adam == single-device Ad
 held, model_bytes = {}, {}
 mixed_params = {}
 for stage in range(4):
-    res = cluster.run(Z.train_zero, MEM_K, args=(data, params0, STEPS, LR, stage), kwargs=dict(mixed=True))
+    res = cluster.run(zero.train_zero, MEM_K, args=(data, params0, STEPS, LR, stage), kwargs=dict(mixed=True))
     assert all(v["psi"] == psi for v in res.values)
     held[stage] = [v["held"] for v in res.values]
-    model_bytes[stage] = [Z.memory_model(psi, MEM_K, stage, rank=r) for r in range(MEM_K)]
+    model_bytes[stage] = [zero.memory_model(psi, MEM_K, stage, rank=r) for r in range(MEM_K)]
     for h, mm in zip(held[stage], model_bytes[stage]):
         assert all(h[key] == mm[key] for key in ("params", "grads", "optimizer", "total")), (stage, h, mm)
     mixed_params[stage] = res.values[0]["params"]
@@ -244,30 +240,30 @@ ax.legend(loc="upper right", fontsize="small")
 #
 # First the two linear layouts on their own, then the Megatron MLP and attention split by heads, and
 # finally whole training runs of a pre-LN transformer block (`tensor.train_tp`) against the dense block
-# trained on one device (`ddp.train_single` with `tensor.block_mse`). World sizes include $K = 3$ (which
+# trained on one device (`ddp.reference_train` with `tensor.block_mse`). World sizes include $K = 3$ (which
 # divides neither the heads nor the hidden width evenly) and $K = 8 >$ `N_HEADS` (some ranks own no head).
 # Tolerance $10^{-9}$ in float64.
 
 # %%
-bp = M.block_init(D_MODEL, N_HEADS, D_FF, seed=1)
+bp = nn.block_init(D_MODEL, N_HEADS, D_FF, seed=1)
 xb = rng.standard_normal((3, SEQ, D_MODEL))
 yb = rng.standard_normal((3, SEQ, D_MODEL))
 
 
 def linear_layouts(comm, W, b, x, dy):
-    lo, hi = Z.block_range(W.shape[1], comm.size, comm.rank)
-    y_col = TP.column_parallel_forward(W[:, lo:hi], b[lo:hi], x)
-    dx_col, dW_col, _ = TP.column_parallel_backward(comm, W[:, lo:hi], x, dy[..., lo:hi])
-    r0, r1 = Z.block_range(W.shape[0], comm.size, comm.rank)
-    y_row = TP.row_parallel_forward(comm, W[r0:r1], b, x[..., r0:r1])
-    dx_row, dW_row, _ = TP.row_parallel_backward(W[r0:r1], x[..., r0:r1], dy)
+    lo, hi = collectives.block_range(W.shape[1], comm.size, comm.rank)
+    y_col = tensor.column_parallel_forward(W[:, lo:hi], b[lo:hi], x)
+    dx_col, dW_col, _ = tensor.column_parallel_backward(comm, W[:, lo:hi], x, dy[..., lo:hi])
+    r0, r1 = collectives.block_range(W.shape[0], comm.size, comm.rank)
+    y_row = tensor.row_parallel_forward(comm, W[r0:r1], b, x[..., r0:r1])
+    dx_row, dW_row, _ = tensor.row_parallel_backward(W[r0:r1], x[..., r0:r1], dy)
     return y_col, dx_col, dW_col, y_row, dx_row, dW_row
 
 
 W, bias = bp["W1"][:, :D_MODEL], bp["b1"][:D_MODEL]  # a square layer
 dy = rng.standard_normal((3, SEQ, D_MODEL))
 y_ref = xb @ W + bias
-dx_ref, dW_ref, _ = M.linear_backward(W, xb, dy)
+dx_ref, dW_ref, _ = nn.linear_backward(W, xb, dy)
 for K in TP_KS:
     vals = cluster.run(linear_layouts, K, args=(W, bias, xb, dy)).values
     np.testing.assert_allclose(np.concatenate([v[0] for v in vals], axis=-1), y_ref, rtol=1e-12, atol=1e-12)
@@ -280,12 +276,12 @@ for K in TP_KS:
 print(f"column- and row-parallel linear: outputs, input and weight gradients == dense for K in {TP_KS}")
 
 block_data = [(xb, yb)]
-ref_b, ref_b_losses = D.train_single(block_data, bp, STEPS, 1e-2,
-                                     loss_grad=lambda p, x, y: TP.block_mse(p, x, y, N_HEADS))
+ref_b, ref_b_losses = ddp.reference_train(block_data, bp, STEPS, 1e-2,
+                                     loss_grad=lambda p, x, y: tensor.block_mse(p, x, y, N_HEADS))
 tp_msgs = {}
 for K in TP_KS:
     for naive in (False, True):
-        res = cluster.run(TP.train_tp, K, args=(block_data, bp, STEPS, 1e-2, N_HEADS), kwargs=dict(naive=naive),
+        res = cluster.run(tensor.train_tp, K, args=(block_data, bp, STEPS, 1e-2, N_HEADS), kwargs=dict(naive=naive),
                           network=cluster.Network(1e-5, 1e-9), timeout=120)
         for p, losses in res.values:
             for k in ref_b:
@@ -305,7 +301,7 @@ print(f"tensor-parallel block (Megatron MLP + attention by heads) trained {STEPS
 
 # %%
 act = xb.size * 8
-wts = sum(bp[k].nbytes for k in TP.COL + TP.ROW)
+wts = sum(bp[k].nbytes for k in tensor.COL + tensor.ROW)
 print(f"activations B*T*d = {act} B per all-reduce; sharded weights {wts} B in all")
 print(f"{'K':>3} {'Megatron msgs/step':>18} {'bytes/step':>10} {'naive msgs/step':>15} {'bytes/step':>10}")
 for K in TP_KS:
@@ -326,20 +322,20 @@ for K in TP_KS:
 # bubble, $1 - \text{busy} / (p \cdot \text{makespan})$, must equal $(p-1)/(m+p-1)$.
 
 # %%
-pp = M.mlp_init(PIPE_SIZES, seed=2)
+pp = nn.mlp_init(PIPE_SIZES, seed=2)
 xp = rng.standard_normal((max(MS) * 2, PIPE_SIZES[0]))
 tp_ = rng.standard_normal((max(MS) * 2, PIPE_SIZES[-1]))
-out, cache = M.mlp_forward(pp, xp)
-loss_ref, dy_ref = M.mse_loss(out, tp_)
-_, g_ref = M.mlp_backward(pp, cache, dy_ref)
+out, cache = nn.mlp_forward(pp, xp)
+loss_ref, dy_ref = nn.mse_loss(out, tp_)
+_, g_ref = nn.mlp_backward(pp, cache, dy_ref)
 bubbles, peaks, shown = {}, {}, {}
 for schedule in ("gpipe", "1f1b"):
     for m in MS:
-        r = PP.pipeline_step(pp, xp, tp_, P_STAGES, m, schedule)
+        r = pipeline.pipeline_step(pp, xp, tp_, P_STAGES, m, schedule)
         for k in g_ref:
             np.testing.assert_allclose(r.grads[k], g_ref[k], rtol=1e-10, atol=1e-12)
         assert np.isclose(r.loss, loss_ref, rtol=1e-12)
-        assert np.isclose(r.bubble, PP.bubble_fraction(P_STAGES, m), rtol=1e-9, atol=1e-12)
+        assert np.isclose(r.bubble, pipeline.bubble_fraction(P_STAGES, m), rtol=1e-9, atol=1e-12)
         assert np.isclose(r.makespan, (m + P_STAGES - 1) * 3.0)
         bubbles[schedule, m], peaks[schedule, m] = r.bubble, r.peak_stash
         if m == min(8, max(MS)):
@@ -355,12 +351,12 @@ for m in MS:
 # %%
 fig, axes = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
 for ax, schedule in zip(axes, ("gpipe", "1f1b")):
-    PP.plot_schedule(shown[schedule], ax=ax)
+    pipeline.plot_schedule(shown[schedule], ax=ax)
 fig.tight_layout()
 
 fig, ax = plt.subplots(figsize=(7, 4))
 m_fine = np.arange(1, max(MS) + 1)
-ax.plot(m_fine, [PP.bubble_fraction(P_STAGES, m) for m in m_fine], "-", color="gray", label="(p-1)/(m+p-1)")
+ax.plot(m_fine, [pipeline.bubble_fraction(P_STAGES, m) for m in m_fine], "-", color="gray", label="(p-1)/(m+p-1)")
 for schedule, marker in (("gpipe", "o"), ("1f1b", "x")):
     ax.plot(MS, [bubbles[schedule, m] for m in MS], marker, ms=9, ls="", label=f"{schedule} (measured)")
 ax.set(xscale="log", xlabel="micro-batches m", ylabel="bubble fraction", title=f"pipeline bubble, p = {P_STAGES}")
@@ -379,17 +375,17 @@ ax.legend()
 # $(L/k + k)$ layer activations (smallest near $k = \sqrt{L}$) for one extra forward pass at most.
 
 # %%
-cp = M.mlp_init([32] * (CKPT_LAYERS + 1), seed=3)
+cp = nn.mlp_init([32] * (CKPT_LAYERS + 1), seed=3)
 xc = rng.standard_normal((64, 32))
 yc = rng.standard_normal((64, 32))
-out_plain, cache_plain = M.mlp_forward(cp, xc)
-_, dyc = M.mse_loss(out_plain, yc)
-dx_plain, g_plain = M.mlp_backward(cp, cache_plain, dyc)
+out_plain, cache_plain = nn.mlp_forward(cp, xc)
+_, dyc = nn.mse_loss(out_plain, yc)
+dx_plain, g_plain = nn.mlp_backward(cp, cache_plain, dyc)
 rows = []
 for k in range(1, CKPT_LAYERS + 1):
-    yk, ck = PP.checkpointed_mlp_forward(cp, xc, k)
+    yk, ck = pipeline.checkpointed_mlp_forward(cp, xc, k)
     np.testing.assert_array_equal(yk, out_plain)
-    dxk, gk, st = PP.checkpointed_mlp_backward(cp, ck, dyc)
+    dxk, gk, st = pipeline.checkpointed_mlp_backward(cp, ck, dyc)
     np.testing.assert_allclose(dxk, dx_plain, rtol=1e-12, atol=1e-12)
     for key in g_plain:
         np.testing.assert_allclose(gk[key], g_plain[key], rtol=1e-12, atol=1e-12)
@@ -521,13 +517,13 @@ def production_worker(comm, params0, data, steps, lr, block, xb, pipe, xp, tp_, 
     return out
 
 
-pp2 = M.mlp_init(PIPE_SIZES[:5], seed=4)  # 4 linear layers: 2 per stage
+pp2 = nn.mlp_init(PIPE_SIZES[:5], seed=4)  # 4 linear layers: 2 per stage
 xp2, tp2 = rng.standard_normal((16, PIPE_SIZES[0])), rng.standard_normal((16, PIPE_SIZES[0]))
 t0 = time.perf_counter()
 prod = cluster.run(production_worker, 2, backend="process",
                    args=(params0, data, STEPS, LR, bp, xb, pp2, xp2, tp2, 4), timeout=300, quiet=True)
 print(f"process run (2 ranks: FSDP2, DTensor TP, pipelining): {time.perf_counter() - t0:.1f} s wall")
-zero3 = cluster.run(Z.train_zero, 2, args=(data, params0, STEPS, LR, 3)).values[0]["params"]
+zero3 = cluster.run(zero.train_zero, 2, args=(data, params0, STEPS, LR, 3)).values[0]["params"]
 ran = {}
 for r, v in enumerate(prod.values):
     for what, err in v["errors"].items():
@@ -543,7 +539,7 @@ for r, v in enumerate(prod.values):
                                     f"single-device torch Adam == train_zero(stage=3) (rtol 1e-10 / 1e-9)")
     if "tp" in v:
         t = v["tp"]
-        dense_np = M.gelu(xb @ bp["W1"] + bp["b1"]) @ bp["W2"] + bp["b2"]
+        dense_np = nn.gelu(xb @ bp["W1"] + bp["b1"]) @ bp["W2"] + bp["b2"]
         np.testing.assert_allclose(t["y"], t["y_dense"], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(t["y"], dense_np, rtol=1e-12, atol=1e-12)
         for a, b in t["grads"]:
@@ -556,7 +552,7 @@ for r, v in enumerate(prod.values):
                 np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
             ran[f"pipelining Schedule{'GPipe' if name == 'gpipe' else '1F1B'}"] = \
                 "each stage's gradients == single-device torch (rtol 1e-10)"
-r_np = PP.pipeline_step(pp2, xp2, tp2, 2, 4, "gpipe")  # and our pipeline gives the same gradients
+r_np = pipeline.pipeline_step(pp2, xp2, tp2, 2, 4, "gpipe")  # and our pipeline gives the same gradients
 if "pp_gpipe" in prod.values[0]:
     np.testing.assert_allclose(prod.values[0]["pp_gpipe"][0][0], r_np.grads["W0"].T, rtol=1e-10, atol=1e-12)
 for name, what in ran.items():
@@ -573,12 +569,12 @@ for name, what in ran.items():
 # %%
 for stage in (0, 3):
     try:
-        cluster.run(Z.train_zero, 4, args=(data, params0, STEPS, LR, stage), faults=cluster.Faults(crash={2: 7}))
+        cluster.run(zero.train_zero, 4, args=(data, params0, STEPS, LR, stage), faults=cluster.Faults(crash={2: 7}))
         raise AssertionError("should have failed")
     except cluster.RankError as exc:
         print(f"stage {stage}: {str(exc).splitlines()[0]}")
 print(f"after the crash, stage 0 survivors each hold all {psi} parameters; "
-      f"stage 3 survivors hold {[Z.block_range(psi, 4, r)[1] - Z.block_range(psi, 4, r)[0] for r in (0, 1, 3)]}: "
+      f"stage 3 survivors hold {[collectives.block_range(psi, 4, r)[1] - collectives.block_range(psi, 4, r)[0] for r in (0, 1, 3)]}: "
       f"block 2 is gone")
 
 # %% [markdown]
@@ -588,7 +584,7 @@ print(f"after the crash, stage 0 survivors each hold all {psi} parameters; "
 # %%
 def slow_stage_makespan(slow):
     cluster_faults = cluster.Faults(slow=slow)
-    res = cluster.run(PP._stage_worker, P_STAGES, args=(pp, xp, tp_, 8, "1f1b", 1.0, 2.0),
+    res = cluster.run(pipeline._stage_worker, P_STAGES, args=(pp, xp, tp_, 8, "1f1b", 1.0, 2.0),
                       network=cluster.Network(0.0, 0.0), faults=cluster_faults)
     ev = [e for v in res.values for e in v["events"]]
     return max(e.end for e in ev)
@@ -604,7 +600,7 @@ assert slowed > 1.5 * base
 # width; a pipeline cannot have more stages than layers. The library refuses these up front:
 
 # %%
-for bad in (lambda: M.block_init(30, 4, 64), lambda: PP.pipeline_step(pp, xp, tp_, len(PIPE_SIZES), 4)):
+for bad in (lambda: nn.block_init(30, 4, 64), lambda: pipeline.pipeline_step(pp, xp, tp_, len(PIPE_SIZES), 4)):
     try:
         bad()
         raise AssertionError("should have failed")
@@ -628,19 +624,19 @@ for bad in (lambda: M.block_init(30, 4, 64), lambda: PP.pipeline_step(pp, xp, tp
 ks = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
 for stage in range(4):
-    per_param = np.array([Z.memory_model(1, int(k), stage)["total"] for k in ks])
+    per_param = np.array([zero.memory_model(1, int(k), stage)["total"] for k in ks])
     ax1.loglog(ks, 80 * 2**30 / per_param / 1e9, "o-", base=2, label=f"stage {stage}")
 ax1.set(xlabel="workers K", ylabel="largest model (B params)", title="model size that fits in 80 GiB per worker")
 ax1.legend()
 ms_fine = np.arange(1, 65)
 for p in (2, 4, 8, 16):
-    ax2.plot(ms_fine, [1 - PP.bubble_fraction(p, m) for m in ms_fine], label=f"p = {p}")
+    ax2.plot(ms_fine, [1 - pipeline.bubble_fraction(p, m) for m in ms_fine], label=f"p = {p}")
 ax2.set(xlabel="micro-batches m", ylabel="pipeline efficiency bound m/(m+p-1)", title="pipeline efficiency")
 ax2.legend()
 fig.tight_layout()
 for p in (4, 8):
     m_needed = int(np.ceil(9 * (p - 1)))  # bubble <= 10%  <=>  m >= 9 (p - 1)
-    assert PP.bubble_fraction(p, m_needed) <= 0.1 + 1e-12
+    assert pipeline.bubble_fraction(p, m_needed) <= 0.1 + 1e-12
     print(f"p = {p}: m >= {m_needed} micro-batches keep the bubble <= 10% (E >= 0.9)")
 _, _, t_mega = tp_msgs[max(TP_KS), False]
 _, _, t_naive = tp_msgs[max(TP_KS), True]

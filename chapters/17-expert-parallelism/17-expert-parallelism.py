@@ -57,7 +57,7 @@ import numpy as np
 from scaleoutai import cluster, perf
 from scaleoutai.collectives import all_to_all
 from scaleoutai.parallel import moe
-from scaleoutai.parallel.model import mlp_forward, numerical_gradient
+from scaleoutai.nn import mlp_forward, numerical_gradient
 
 h = 4096  # a large model's width, FFN inner width 4h
 ffn = 2 * h * 4 * h

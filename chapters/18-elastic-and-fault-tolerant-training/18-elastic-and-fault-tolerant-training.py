@@ -59,8 +59,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from scaleoutai import cluster
-from scaleoutai.parallel import elastic as el
-from scaleoutai.parallel.model import flatten, mlp_backward, mlp_forward, mlp_init, mse_loss, unflatten
+from scaleoutai.parallel import elastic
+from scaleoutai.nn import flatten, mlp_backward, mlp_forward, mlp_init, mse_loss, unflatten
 
 m_hours = 5 * 365 * 24  # one failure per device every 5 years
 print(f"{'devices N':>10} {'mean time between failures of the job':>40}")
@@ -132,13 +132,13 @@ def crashing_at(step):
 
 
 work = Path(tempfile.mkdtemp(prefix="ch18-"))
-ref, _ = el.train_with_checkpoints(sgd_step, init_state, STEPS, work / "ref", every=EVERY)
+ref, _ = elastic.train_with_checkpoints(sgd_step, init_state, STEPS, work / "ref", every=EVERY)
 crash_step = STEPS // 2 + 1
 try:
-    el.train_with_checkpoints(crashing_at(crash_step), init_state, STEPS, work / "run", every=EVERY)
+    elastic.train_with_checkpoints(crashing_at(crash_step), init_state, STEPS, work / "run", every=EVERY)
 except Crash as exc:
     print("first attempt:", exc)
-got, resumed = el.train_with_checkpoints(sgd_step, init_state, STEPS, work / "run", every=EVERY)
+got, resumed = elastic.train_with_checkpoints(sgd_step, init_state, STEPS, work / "run", every=EVERY)
 assert resumed == (crash_step // EVERY) * EVERY > 0
 np.testing.assert_array_equal(got["w"], ref["w"])
 np.testing.assert_array_equal(got["mom"], ref["mom"])
@@ -162,7 +162,7 @@ print(f"resumed from step {resumed}, redid {crash_step - resumed} steps; final w
 full = np.arange(23.0)
 for K_, K2 in RESHARD:
     shards = np.array_split(full, K_)
-    new = el.reshard(shards, K2)
+    new = elastic.reshard(shards, K2)
     np.testing.assert_array_equal(np.concatenate(new), full)
     assert [len(b) for b in new] == [len(b) for b in np.array_split(full, K2)]
     print(f"K={K_} -> K'={K2}: block sizes {[len(b) for b in shards]} -> {[len(b) for b in new]}")
@@ -191,10 +191,10 @@ def reference(n_steps, lr=0.05, mu=0.9):
 single = reference(STEPS)
 for K_, K2 in RESHARD:
     crash = {K_ - 1: (K_ - 1) * STEPS + 1}  # the last rank, about half-way (2(K-1) messages per step)
-    clean = el.elastic_train(X, Y, SIZES, STEPS, BATCH, str(work / f"clean{K_}{K2}"), every=EVERY, K=K_)
-    same = el.elastic_train(X, Y, SIZES, STEPS, BATCH, str(work / f"same{K_}{K2}"), every=EVERY, K=K_,
+    clean = elastic.elastic_train(X, Y, SIZES, STEPS, BATCH, str(work / f"clean{K_}{K2}"), every=EVERY, K=K_)
+    same = elastic.elastic_train(X, Y, SIZES, STEPS, BATCH, str(work / f"same{K_}{K2}"), every=EVERY, K=K_,
                             faults=cluster.Faults(crash=crash))
-    moved = el.elastic_train(X, Y, SIZES, STEPS, BATCH, str(work / f"moved{K_}{K2}"), every=EVERY, K=K_,
+    moved = elastic.elastic_train(X, Y, SIZES, STEPS, BATCH, str(work / f"moved{K_}{K2}"), every=EVERY, K=K_,
                              faults=cluster.Faults(crash=crash), K_after=K2)
     assert same.restarts == moved.restarts == 1 and same.resumed_from[1] > 0 and moved.world_sizes == [K_, K2]
     for k in single:
@@ -304,28 +304,28 @@ print(f"torchrun restarted the group once; it resumed from step {int(final['resu
 KILL_MID_WRITE = textwrap.dedent("""
     import io, os, sys
     import numpy as np
-    from scaleoutai.parallel import elastic as el
+    from scaleoutai.parallel import elastic
     real = np.savez
     def torn(f, **arrays):
         buf = io.BytesIO(); real(buf, **arrays)
         f.write(buf.getvalue()[: len(buf.getvalue()) // 2]); f.flush()
         os._exit(9)
     np.savez = torn
-    save = el.save_checkpoint if sys.argv[2] == "atomic" else el.save_checkpoint_naive
+    save = elastic.save_checkpoint if sys.argv[2] == "atomic" else elastic.save_checkpoint_naive
     save(sys.argv[1], {"w": np.full(1000, 2.0), "step": 8})
 """)
 for writer in ("naive", "atomic"):
     d = work / f"torn-{writer}"
     d.mkdir()
-    el.save_checkpoint(el.checkpoint_path(d, 4), {"w": np.full(1000, 1.0), "step": 4})
-    el.save_checkpoint(el.checkpoint_path(d, 8), {"w": np.full(1000, 1.5), "step": 8})
-    proc = subprocess.run([sys.executable, "-c", KILL_MID_WRITE, el.checkpoint_path(d, 8), writer], timeout=60)
+    elastic.save_checkpoint(elastic.checkpoint_path(d, 4), {"w": np.full(1000, 1.0), "step": 4})
+    elastic.save_checkpoint(elastic.checkpoint_path(d, 8), {"w": np.full(1000, 1.5), "step": 8})
+    proc = subprocess.run([sys.executable, "-c", KILL_MID_WRITE, elastic.checkpoint_path(d, 8), writer], timeout=60)
     assert proc.returncode == 9
     try:
-        step8 = f"loads, w = {el.load_checkpoint(el.checkpoint_path(d, 8))['w'][0]}"
+        step8 = f"loads, w = {elastic.load_checkpoint(elastic.checkpoint_path(d, 8))['w'][0]}"
     except ValueError as exc:
         step8 = f"ValueError: {str(exc)[:70]}..."
-    step, state = el.latest_checkpoint(d)
+    step, state = elastic.latest_checkpoint(d)
     print(f"{writer:>6} writer killed mid-write: ckpt-8 {step8}\n        newest readable checkpoint: step {step}; "
           f"files {sorted(os.listdir(d))}")
     assert step == (8 if writer == "atomic" else 4)
@@ -344,7 +344,7 @@ for writer in ("naive", "atomic"):
 
 # %%
 try:
-    el.elastic_train(X, Y, [SIZES[0] + 1, *SIZES[1:]], STEPS, BATCH, str(work / "bug"), every=EVERY, K=2)
+    elastic.elastic_train(X, Y, [SIZES[0] + 1, *SIZES[1:]], STEPS, BATCH, str(work / "bug"), every=EVERY, K=2)
 except cluster.RankError as exc:
     print(f"a shape bug is raised at once, not retried: {str(exc).splitlines()[0][:100]}")
 
@@ -417,10 +417,10 @@ for every in INTERVALS:
         d = work / f"freq-{every}-{c}"
         t_a = time.perf_counter()
         try:
-            el.train_with_checkpoints(slow_crashing_at(int(c)), init_state, STEPS, d, every=every)
+            elastic.train_with_checkpoints(slow_crashing_at(int(c)), init_state, STEPS, d, every=every)
         except Crash:
             pass
-        _, resumed = el.train_with_checkpoints(slow_step, init_state, STEPS, d, every=every)
+        _, resumed = elastic.train_with_checkpoints(slow_step, init_state, STEPS, d, every=every)
         overheads.append(time.perf_counter() - t_a - t_plain)
         lost.append(int(c) - resumed)
     rows.append((every, float(np.mean(lost)), float(np.median(overheads))))
@@ -436,7 +436,7 @@ for every, l_, o in rows:
 # per hour is $C/\tau + (\tau/2 + R)/M$ with $R$ the measured restart time from the drill.
 
 # %%
-t_write, _ = timed(lambda: el.save_checkpoint(work / "probe.npz", final_state))
+t_write, _ = timed(lambda: elastic.save_checkpoint(work / "probe.npz", final_state))
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
 axes[0].plot([r[0] for r in rows], [r[2] * 1e3 for r in rows], "o-")
 axes[0].set(xscale="log", xlabel="checkpoint interval (steps)", ylabel="overhead per crashed run (ms)",

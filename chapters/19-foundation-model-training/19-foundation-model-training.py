@@ -59,17 +59,17 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import cluster
-from scaleoutai import collectives as C
-from scaleoutai.parallel import mesh as MS
-from scaleoutai.parallel import scaling as SL
+from scaleoutai import cluster, collectives
+from scaleoutai.cluster import groups
+from scaleoutai.parallel import mesh
+from scaleoutai.perf import scaling
 
 GB = 1e9
 for name, psi in (("7B", 7e9), ("70B", 70e9)):
     print(f"{name}: weights+grads+Adam = 16 Psi = {16 * psi / GB:,.0f} GB  -> at least "
           f"{math.ceil(16 * psi / (80 * GB))} x 80 GB GPUs before activations")
-flops = SL.training_flops(70e9, 1.4e12)
-gpu_years = flops / (SL.H100_BF16_PEAK * 0.4) / (365 * 24 * 3600)
+flops = scaling.training_flops(70e9, 1.4e12)
+gpu_years = flops / (scaling.H100_BF16_PEAK * 0.4) / (365 * 24 * 3600)
 print(f"Chinchilla: C = 6 N D = {flops:.3g} FLOPs = {gpu_years:,.0f} H100-years at 40% MFU")
 assert flops == 6 * 70e9 * 1.4e12 and 16 * 7e9 > 80 * GB
 
@@ -85,7 +85,7 @@ assert flops == 6 * 70e9 * 1.4e12 and 16 * 7e9 > 80 * GB
 # ## 2. Core concepts
 #
 # **The device mesh.** $P = \mathrm{DP} \cdot \mathrm{TP} \cdot \mathrm{PP}$ devices get coordinates
-# $(d, t, p)$. `MS.DeviceMesh` numbers them $r = (p \cdot \mathrm{DP} + d)\,\mathrm{TP} + t$: the
+# $(d, t, p)$. `groups.DeviceMesh` numbers them $r = (p \cdot \mathrm{DP} + d)\,\mathrm{TP} + t$: the
 # TP coordinate varies fastest, so a TP group is a run of consecutive ranks, i.e. one node with
 # fast NVLink; DP comes next and PP is outermost (the order Megatron-LM uses). A **group along an
 # axis** is the set of ranks that agree on the other two coordinates: the TP group of rank $r$
@@ -117,16 +117,16 @@ assert flops == 6 * 70e9 * 1.4e12 and 16 * 7e9 > 80 * GB
 # peak spent on the model's own arithmetic (recomputed activations do not count; that is HFU).
 
 # %%
-mesh = MS.DeviceMesh(2, 2, 2)
-print(f"{mesh}: {mesh.size} ranks")
+dmesh = groups.DeviceMesh(2, 2, 2)
+print(f"{dmesh}: {dmesh.size} ranks")
 print(" rank  (d, t, p)   tp group   dp group   pp group")
-for r in range(mesh.size):
-    print(f"{r:>5}  {str(mesh.coords(r)):<10} {str(mesh.group(r, 'tp')):<10} {str(mesh.group(r, 'dp')):<10} "
-          f"{mesh.group(r, 'pp')}")
-for axis in MS.AXES:
-    groups = mesh.groups(axis)
-    assert sorted(r for g in groups for r in g) == list(range(mesh.size))  # each axis partitions the ranks
-    print(f"{axis} groups: {groups}")
+for r in range(dmesh.size):
+    print(f"{r:>5}  {str(dmesh.coords(r)):<10} {str(dmesh.group(r, 'tp')):<10} {str(dmesh.group(r, 'dp')):<10} "
+          f"{dmesh.group(r, 'pp')}")
+for axis in groups.AXES:
+    axis_groups = dmesh.groups(axis)
+    assert sorted(r for g in axis_groups for r in g) == list(range(dmesh.size))  # each axis partitions the ranks
+    print(f"{axis} groups: {axis_groups}")
 
 # %% [markdown]
 # ## 3. The distribution and communication pattern
@@ -140,21 +140,21 @@ for axis in MS.AXES:
 # The TP traffic scales with activations and is paid inside every layer, so TP stays inside a node.
 # PP traffic is small (one activation per micro-batch per boundary), so PP is what crosses the
 # slowest links. DP traffic is large but happens once per step and overlaps with backward, and it
-# shrinks as TP and PP split the model. `MS.comm_per_step` evaluates the table; here it is for a
+# shrinks as TP and PP split the model. `mesh.comm_per_step` evaluates the table; here it is for a
 # 70B model ($L = 80$, $h = 8192$, $s = 4096$, micro-batch 1, 16 micro-batches) on 512 GPUs.
 
 # %%
 P70 = dict(psi=70e9, layers=80, hidden=8192, seq=4096, batch=1, heads=64)
 comm_rows = []
 for dp, tp, pp in [(512, 1, 1), (64, 8, 1), (16, 8, 4), (8, 8, 8)]:
-    v = MS.comm_per_step(P70["psi"], P70["layers"], P70["hidden"], P70["seq"], 1, 16, dp, tp, pp)
+    v = mesh.comm_per_step(P70["psi"], P70["layers"], P70["hidden"], P70["seq"], 1, 16, dp, tp, pp)
     comm_rows.append(((dp, tp, pp), v))
     print(f"(dp, tp, pp) = {(dp, tp, pp)!s:<13} DP {v['dp'] / GB:7.1f} GB  TP {v['tp'] / GB:7.1f} GB  "
           f"PP {v['pp'] / GB:5.2f} GB per device per step")
 fig, ax = plt.subplots(figsize=(7, 3))
 labels = [str(c) for c, _ in comm_rows]
 bottom = np.zeros(len(comm_rows))
-for axis in MS.AXES:
+for axis in groups.AXES:
     vals = np.array([v[axis] / GB for _, v in comm_rows])
     ax.bar(labels, vals, bottom=bottom, label=axis.upper())
     bottom += vals
@@ -172,7 +172,7 @@ plt.show()
 # ## 4. A minimal from-scratch implementation in NumPy
 #
 # **Sub-group communicators.** Every collective of Chapter 4 and every parallel function of
-# Chapters 15 and 16 takes a communicator with `rank`, `size`, `send`, `recv`. `MS.SubComm(comm,
+# Chapters 15 and 16 takes a communicator with `rank`, `size`, `send`, `recv`. `groups.SubComm(comm,
 # ranks)` presents one group of a mesh as such a communicator: its `rank` is the index in the group
 # and `send`/`recv` translate to global ranks. So `ring_allreduce(SubComm(comm, tp_group), x)` is an
 # all-reduce over the TP group only, with no new collective code. Two distinct ranks of a mesh
@@ -180,30 +180,30 @@ plt.show()
 # every collective on every sub-group of a $(2, 3, 2)$ mesh against NumPy:
 
 # %%
-def subgroup_collectives(comm, mesh):
+def subgroup_collectives(comm, dmesh):
     out = {}
-    for axis in MS.AXES:
-        sub = MS.SubComm(comm, mesh.group(comm.rank, axis))
+    for axis in groups.AXES:
+        sub = groups.SubComm(comm, dmesh.group(comm.rank, axis))
         x = np.arange(5.0) + 10 * comm.rank
-        out[axis] = (C.ring_allreduce(sub, x), C.reduce_scatter(sub, x), C.all_gather(sub, x[:1]))
+        out[axis] = (collectives.ring_allreduce(sub, x), collectives.reduce_scatter(sub, x), collectives.all_gather(sub, x[:1]))
         sub.barrier()
     return out
 
 
-m12 = MS.DeviceMesh(2, 3, 2)
+m12 = groups.DeviceMesh(2, 3, 2)
 res = cluster.run(subgroup_collectives, m12.size, args=(m12,), timeout=60)
 for r, out in enumerate(res.values):
-    for axis in MS.AXES:
+    for axis in groups.AXES:
         g = m12.group(r, axis)
         total = sum(np.arange(5.0) + 10 * q for q in g)
         np.testing.assert_array_equal(out[axis][0], total)
         np.testing.assert_array_equal(out[axis][1], np.array_split(total, len(g))[g.index(r)])
         np.testing.assert_array_equal(out[axis][2], [10.0 * q for q in g])
-print(f"ring all-reduce, reduce-scatter, all-gather on all {sum(len(m12.groups(a)) for a in MS.AXES)} "
+print(f"ring all-reduce, reduce-scatter, all-gather on all {sum(len(m12.groups(a)) for a in groups.AXES)} "
       f"sub-groups of {m12} equal NumPy")
 
 # %% [markdown]
-# **The composed step.** `MS.train_mesh` runs on every rank of the mesh. Rank $(d, t, p)$:
+# **The composed step.** `mesh.train_mesh` runs on every rank of the mesh. Rank $(d, t, p)$:
 #
 # 1. keeps the layers of stage $p$ (`pipeline.split_layers`), each cut Megatron-style for TP rank
 #    $t$ (`tensor.shard_block`);
@@ -218,17 +218,17 @@ print(f"ring all-reduce, reduce-scatter, all-gather on all {sum(len(m12.groups(a
 # LayerNorm parameters and the MLP's output bias are replicated across the TP group, and their
 # gradients come out identical on every TP rank (they are computed from all-reduced activations), so
 # only the DP all-reduce touches them. The reference is the same stack trained on one device,
-# `MS.train_reference`. Every mesh, including one with all three axes, must agree with it to
+# `mesh.reference_train`. Every mesh, including one with all three axes, must agree with it to
 # rounding error after `STEPS` steps.
 
 # %%
 rng = np.random.default_rng(SEED)
-params0 = MS.stack_init(LAYERS, D_MODEL, HEADS, D_FF, seed=SEED)
+params0 = mesh.stack_init(LAYERS, D_MODEL, HEADS, D_FF, seed=SEED)
 data = [(rng.standard_normal((BATCH, SEQ, D_MODEL)), 0.5 * rng.standard_normal((BATCH, SEQ, D_MODEL)))
         for _ in range(3)]
 psi = sum(v.size for v in params0.values())
 t0 = time.perf_counter()
-ref, ref_losses = MS.train_reference(data, params0, STEPS, LR, HEADS)
+ref, ref_losses = mesh.reference_train(data, params0, STEPS, LR, HEADS)
 print(f"model: {LAYERS} blocks, Psi = {psi:,} parameters; single device loss {ref_losses[0]:.4f} -> "
       f"{ref_losses[-1]:.4f} in {time.perf_counter() - t0:.2f} s")
 
@@ -236,7 +236,7 @@ MESHES = [(1, 1, 1), (2, 1, 1), (1, 2, 1), (2, 2, 1), (3, 2, 1), (1, 1, 2), (2, 
 runs = {}
 for shape in MESHES:
     t0 = time.perf_counter()
-    r = MS.run_mesh(MS.DeviceMesh(*shape), data, params0, STEPS, LR, HEADS, micro_batches=MICRO)
+    r = mesh.run_mesh(groups.DeviceMesh(*shape), data, params0, STEPS, LR, HEADS, micro_batches=MICRO)
     err = max(float(np.max(np.abs(r.params[k] - ref[k]))) for k in ref)
     assert err < 1e-10, (shape, err)
     np.testing.assert_allclose(r.losses, ref_losses, rtol=1e-10)
@@ -256,13 +256,13 @@ for shape in MESHES:
 
 # %%
 b_micro = BATCH // (2 * MICRO)
-r = MS.run_mesh(MS.DeviceMesh(2, 2, 2), [(X[: 2 * MICRO * b_micro], Y[: 2 * MICRO * b_micro]) for X, Y in data],
+r = mesh.run_mesh(groups.DeviceMesh(2, 2, 2), [(X[: 2 * MICRO * b_micro], Y[: 2 * MICRO * b_micro]) for X, Y in data],
                 params0, STEPS, LR, HEADS, micro_batches=MICRO, bucket_bytes=1 << 30)
-model = MS.comm_per_step(psi, LAYERS, D_MODEL, SEQ, b_micro, MICRO, 2, 2, 2, grad_bytes=8, act_bytes=8)
+model = mesh.comm_per_step(psi, LAYERS, D_MODEL, SEQ, b_micro, MICRO, 2, 2, 2, grad_bytes=8, act_bytes=8)
 replicated = LAYERS * 5 * D_MODEL
 print("rank (d,t,p)   measured dp / tp / pp bytes per step      model dp / tp / pp")
 for rank, v in enumerate(r.values):
-    got = {a: v["bytes"][a] / STEPS for a in MS.AXES}
+    got = {a: v["bytes"][a] / STEPS for a in groups.AXES}
     print(f"{rank:>4} {str(v['coords']):<9} {got['dp']:>10,.0f} {got['tp']:>10,.0f} {got['pp']:>8,.0f}   "
           f"{model['dp']:>10,.0f} {model['tp']:>10,.0f} {model['pp']:>8,.0f}")
     assert got["tp"] == model["tp"]
@@ -281,15 +281,15 @@ for rank, v in enumerate(r.values):
 # the data-parallel dimension. Below, 2 real processes (gloo on CPU) build a $(1, 2)$ mesh (pure TP)
 # and a $(2, 1)$ mesh (pure FSDP) in the same run, parallelize a 2-layer MLP, take `PROC_STEPS` SGD
 # steps and gather the full weights with `DTensor.full_tensor()`. The reference is one-device torch
-# and our NumPy MLP trained by `ddp.train_single`, in float64, tolerance $10^{-12}$. (A $(2, 2)$ mesh
+# and our NumPy MLP trained by `ddp.reference_train`, in float64, tolerance $10^{-12}$. (A $(2, 2)$ mesh
 # needs 4 processes; on a 2-core machine that is too slow for this notebook, but the code is the same.)
 
 # %%
 from scaleoutai.parallel import ddp
-from scaleoutai.parallel import model as M
+from scaleoutai import nn
 
 D_IN, D_HID = 8, 16
-mlp0 = M.mlp_init([D_IN, D_HID, D_IN], seed=SEED)
+mlp0 = nn.mlp_init([D_IN, D_HID, D_IN], seed=SEED)
 mlp_data = [(rng.standard_normal((8, D_IN)), rng.standard_normal((8, D_IN)))]
 
 
@@ -303,16 +303,16 @@ def torch_mesh_mlp(comm, mlp0, mlp_data, steps, lr):
 
     out = {}
     for dp, tp in ((1, 2), (2, 1)):
-        mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+        dmesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
         net = nn.Sequential(nn.Linear(D_IN, D_HID), nn.ReLU(), nn.Linear(D_HID, D_IN)).double()
         with torch.no_grad():
             for i, lin in ((0, net[0]), (1, net[2])):
                 lin.weight.copy_(torch.from_numpy(mlp0[f"W{i}"].T))
                 lin.bias.copy_(torch.from_numpy(mlp0[f"b{i}"]))
-        parallelize_module(net, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
-        fully_shard(net, mesh=mesh["dp"])
+        parallelize_module(net, dmesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        fully_shard(net, mesh=dmesh["dp"])
         opt = torch.optim.SGD(net.parameters(), lr=lr)
-        d = mesh.get_coordinate()[0]
+        d = dmesh.get_coordinate()[0]
         for s in range(steps):
             X, Y = mlp_data[s % len(mlp_data)]
             x, y = (torch.from_numpy(np.array_split(a, dp)[d]) for a in (X, Y))
@@ -345,7 +345,7 @@ def torch_single(mlp0, mlp_data, steps, lr):
 
 
 single = torch_single(mlp0, mlp_data, PROC_STEPS, LR)
-np_ref, _ = ddp.train_single(mlp_data, mlp0, PROC_STEPS, LR)
+np_ref, _ = ddp.reference_train(mlp_data, mlp0, PROC_STEPS, LR)
 names = {"0.weight": ("W0", True), "0.bias": ("b0", False), "2.weight": ("W1", True), "2.bias": ("b1", False)}
 for n, (k, transpose) in names.items():
     np.testing.assert_allclose(single[n], np_ref[k].T if transpose else np_ref[k], rtol=1e-12, atol=1e-12)
@@ -379,13 +379,13 @@ else:
 # hardware this is a hang until the NCCL watchdog times out, by default after 10 minutes).
 
 # %%
-def mismatched(comm, mesh):
+def mismatched(comm, dmesh):
     axis = "dp" if comm.rank == 1 else "tp"  # rank 1 takes the wrong group
-    return C.ring_allreduce(MS.SubComm(comm, mesh.group(comm.rank, axis)), np.ones(4))
+    return collectives.ring_allreduce(groups.SubComm(comm, dmesh.group(comm.rank, axis)), np.ones(4))
 
 
 try:
-    cluster.run(mismatched, 4, args=(MS.DeviceMesh(2, 2, 1),), timeout=30)
+    cluster.run(mismatched, 4, args=(groups.DeviceMesh(2, 2, 1),), timeout=30)
     raise AssertionError("a mismatched collective must not complete")
 except cluster.DeadlockError as exc:
     print("detected:", str(exc)[:200])
@@ -401,7 +401,7 @@ except cluster.DeadlockError as exc:
 
 # %%
 try:
-    cluster.run(MS.train_mesh, 4, args=(MS.DeviceMesh(2, 2, 1), data, params0, 2, LR, HEADS),
+    cluster.run(mesh.train_mesh, 4, args=(groups.DeviceMesh(2, 2, 1), data, params0, 2, LR, HEADS),
                 faults=cluster.Faults(crash={3: 5}), timeout=30)
     raise AssertionError("a crashed rank must stop the step")
 except cluster.RankError as exc:
@@ -432,7 +432,7 @@ mems = {}
 print(f"{'model':>5} {'(dp,tp,pp,zero)':>16} {'recompute':>9} {'params':>7} {'grads':>7} {'optim':>7} "
       f"{'activ':>7} {'total GB':>9}  fits 80 GB?")
 for name, cfg, (dp, tp, pp, z), rc in CONFIGS:
-    mem = MS.memory_per_device(cfg["psi"], cfg["layers"], cfg["hidden"], cfg["seq"], cfg["batch"], cfg["heads"],
+    mem = mesh.memory_per_device(cfg["psi"], cfg["layers"], cfg["hidden"], cfg["seq"], cfg["batch"], cfg["heads"],
                                dp, tp, pp, z, recompute=rc)
     mems[(name, (dp, tp, pp, z), rc)] = mem
     print(f"{name:>5} {str((dp, tp, pp, z)):>16} {rc:>9} " +
@@ -481,7 +481,7 @@ for shape in MESHES:
     dp, tp, pp = shape
     rows_per_micro = BATCH / (dp * MICRO)
     t_f = t_row * rows_per_micro / tp
-    r = MS.run_mesh(MS.DeviceMesh(*shape), data, params0, 2, LR, HEADS, micro_batches=MICRO,
+    r = mesh.run_mesh(groups.DeviceMesh(*shape), data, params0, 2, LR, HEADS, micro_batches=MICRO,
                     network=net, compute=(t_f, 2 * t_f))
     sim[shape] = r.run.sim_time / 2
 T1 = sim[(1, 1, 1)]
@@ -499,19 +499,19 @@ assert abs(e_pp - MICRO / (MICRO + 1)) < 0.02, e_pp  # 1 - bubble (PP-1)/(m+PP-1
 # $(\mathrm{PP}-1)/(m + \mathrm{PP}-1)$ of Chapter 16.
 #
 # **The compute-optimal frontier.** For budgets from $10^{18}$ to $10^{26}$ FLOPs, the $N$ that
-# minimises the Chinchilla loss at fixed $C = 6ND$, found numerically (`SL.compute_optimal`, a
+# minimises the Chinchilla loss at fixed $C = 6ND$, found numerically (`scaling.compute_optimal`, a
 # golden-section search on $\log N$) and checked against the closed form
 # $N^* = G\,(C/6)^{\beta/(\alpha+\beta)}$, $G = (\alpha A / \beta B)^{1/(\alpha+\beta)}$, compared with the
 # rule of thumb $D = 20N$ (from the paper's other two estimation approaches).
 
 # %%
 budgets = np.logspace(18, 26, 17)
-opt = np.array([SL.compute_optimal(c) for c in budgets])
-closed = np.array([SL.compute_optimal_closed_form(c) for c in budgets])
+opt = np.array([scaling.compute_optimal(c) for c in budgets])
+closed = np.array([scaling.compute_optimal_closed_form(c) for c in budgets])
 np.testing.assert_allclose(opt, closed, rtol=1e-5)
 N20 = np.sqrt(budgets / 120)  # C = 6 N (20 N)
-loss_opt = SL.chinchilla_loss(opt[:, 0], opt[:, 1])
-loss_20 = SL.chinchilla_loss(N20, 20 * N20)
+loss_opt = scaling.chinchilla_loss(opt[:, 0], opt[:, 1])
+loss_20 = scaling.chinchilla_loss(N20, 20 * N20)
 assert np.all(loss_opt <= loss_20 + 1e-12)
 fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
 a1.loglog(budgets, opt[:, 0], label="N* (parametric fit)")
@@ -529,10 +529,10 @@ a2.set_ylabel("predicted loss (nats/token)")
 a2.legend()
 a2.set_title("the frontier")
 plt.show()
-N_c, D_c = SL.compute_optimal(5.88e23)
+N_c, D_c = scaling.compute_optimal(5.88e23)
 print(f"at Chinchilla's budget 5.88e23: N* = {N_c / 1e9:.1f}B, D* = {D_c / 1e12:.2f}T "
-      f"({D_c / N_c:.0f} tokens/parameter), loss {SL.chinchilla_loss(N_c, D_c):.4f}; "
-      f"70B on 1.4T: {SL.chinchilla_loss(70e9, 1.4e12):.4f}")
+      f"({D_c / N_c:.0f} tokens/parameter), loss {scaling.chinchilla_loss(N_c, D_c):.4f}; "
+      f"70B on 1.4T: {scaling.chinchilla_loss(70e9, 1.4e12):.4f}")
 
 # %% [markdown]
 # With the published fit (approach 3), the optimum wants far more than 20 tokens per parameter
@@ -548,10 +548,10 @@ print(f"at Chinchilla's budget 5.88e23: N* = {N_c / 1e9:.1f}B, D* = {D_c / 1e12:
 
 # %%
 for N, tps in ((7e9, 9500), (70e9, 950)):
-    u = SL.mfu(tps, N)
+    u = scaling.mfu(tps, N)
     print(f"N = {N / 1e9:.0f}B at {tps:,} tokens/s per H100: MFU = 6 N tok/s / 989e12 = {u:.1%}")
-assert abs(SL.mfu(950, 70e9) - 6 * 70e9 * 950 / 989e12) < 1e-15
-gpu_hours = SL.training_flops(70e9, 1.4e12) / (0.4 * SL.H100_BF16_PEAK) / 3600
+assert abs(scaling.mfu(950, 70e9) - 6 * 70e9 * 950 / 989e12) < 1e-15
+gpu_hours = scaling.training_flops(70e9, 1.4e12) / (0.4 * scaling.H100_BF16_PEAK) / 3600
 print(f"Chinchilla (5.88e23 FLOPs) at 40% MFU: {gpu_hours:,.0f} H100-hours = "
       f"{gpu_hours / 2048 / 24:.1f} days on 2,048 GPUs; at $2.50 per GPU-hour: ${gpu_hours * 2.5 / 1e6:.1f} M")
 
@@ -569,7 +569,7 @@ PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12, "A10": 
 if torch.cuda.is_available():
     dev = torch.device("cuda")
     gpu = torch.cuda.get_device_name(0)
-    peak = next((v for k, v in PEAKS.items() if k in gpu), SL.H100_BF16_PEAK)
+    peak = next((v for k, v in PEAKS.items() if k in gpu), scaling.H100_BF16_PEAK)
     h, heads, s, b = 2048, 16, 2048, 8
     block = torch.nn.TransformerEncoderLayer(h, heads, 4 * h, dropout=0.0, batch_first=True, norm_first=True,
                                              device=dev, dtype=torch.bfloat16)
@@ -591,7 +591,7 @@ if torch.cuda.is_available():
     torch.cuda.synchronize()
     tok_s = GPU_STEPS * b * s / (time.perf_counter() - t0)
     print(f"{gpu}: block of {n_params / 1e6:.1f}M parameters, {tok_s:,.0f} tokens/s, "
-          f"MFU = 6 N tok/s / {peak / 1e12:.0f} TFLOP/s = {SL.mfu(tok_s, n_params, peak):.1%}")
+          f"MFU = 6 N tok/s / {peak / 1e12:.0f} TFLOP/s = {scaling.mfu(tok_s, n_params, peak):.1%}")
 else:
     print("No CUDA device: skipping the GPU cell. With a GPU it trains one bf16 transformer block "
           "(h=2048, 16 heads, s=2048, batch 8) with AdamW and reports tokens/s and "
@@ -602,7 +602,7 @@ else:
 #
 # 1. **ZeRO on the DP axis.** Replace the DP all-reduce in `train_mesh` by the ZeRO-1 pattern of
 #    Chapter 16 (reduce-scatter the gradient shards over the DP group, Adam on one block, all-gather)
-#    and check it still equals `MS.train_reference` with Adam. How do the measured DP bytes change?
+#    and check it still equals `mesh.reference_train` with Adam. How do the measured DP bytes change?
 # 2. **Mesh order.** Write a `DeviceMesh` variant with DP fastest. On the simulator, give links
 #    inside a "node" of 2 consecutive ranks a lower $\beta$ (hint: wrap the communicator and call
 #    `compute` for the extra time) and compare step times of TP-inside-node and TP-across-nodes.

@@ -67,8 +67,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import cluster, perf
-from scaleoutai.parallel import model as M
+from scaleoutai import cluster, nn, perf
 from scaleoutai.parallel import rl
 
 CFG = rl.RLConfig(seed=SEED)
@@ -231,12 +230,12 @@ def actor_streams(cfg, actor):
 def train(n_updates, n_actors, lag, cfg, correct=True):
     """reference_run (every = 1) with a switch: correct=False uses on-policy targets on stale data."""
     params = rl.init_params(cfg)
-    opt, versions = M.adam_init(params), {0: M.flatten(params)}
+    opt, versions = nn.adam_init(params), {0: nn.flatten(params)}
     streams = {a: actor_streams(cfg, a) for a in range(1, n_actors + 1)}
     curves = {"value": [], "critic": [], "rho": []}
     for u in range(n_updates):
         env, rng_ = streams[1 + u % n_actors]
-        traj = rl.rollout(M.unflatten(versions[rl.behaviour_version(u, lag, 1)], params), env, rng_, cfg)
+        traj = rl.rollout(nn.unflatten(versions[rl.behaviour_version(u, lag, 1)], params), env, rng_, cfg)
         targets = None
         if not correct:
             states, actions, rew, dsc, _ = rl.unpack(traj, cfg)
@@ -244,12 +243,12 @@ def train(n_updates, n_actors, lag, cfg, correct=True):
             lp = logp[np.arange(cfg.unroll), actions]
             targets = rl.vtrace(lp, lp, rew, val[:-1], val[-1], dsc)  # pretend mu = pi
         _, grads, stats = rl.vtrace_loss(params, traj, cfg, targets)
-        M.adam_step(params, grads, opt, lr=cfg.lr)
-        versions[u + 1] = M.flatten(params)
+        nn.adam_step(params, grads, opt, lr=cfg.lr)
+        versions[u + 1] = nn.flatten(params)
         curves["value"].append(rl.policy_value(params, cfg))
         curves["critic"].append(float(rl.policy_forward(params, np.array([cfg.start]), cfg)[1][0]))
         curves["rho"].append(stats["rho"])
-    return curves, M.flatten(params)
+    return curves, nn.flatten(params)
 
 
 mid_lag = max(LAGS)
@@ -361,7 +360,7 @@ class RolloutWorker:
         return os.getpid()
 
     def rollout(self, flat, version):
-        self.params = M.unflatten(flat, self.params)
+        self.params = nn.unflatten(flat, self.params)
         return rl.rollout(self.params, self.env, self.rng, self.cfg), version, os.getpid()
 
 
@@ -373,8 +372,8 @@ def ray_learner(n_updates, n_actors, cfg, crash_at=None, timeout=60.0):
     # or the first ones up would serve every request (and actor 0 might never be there to be killed).
     ray.get([w.ready.remote() for w in workers], timeout=timeout)
     params = rl.init_params(cfg)
-    opt = M.adam_init(params)
-    pending = {w.rollout.remote(M.flatten(params), 0): i for i, w in enumerate(workers)}
+    opt = nn.adam_init(params)
+    pending = {w.rollout.remote(nn.flatten(params), 0): i for i, w in enumerate(workers)}
     curves, pids, failures, u, killed_at = {"value": [], "lag": [], "rho": []}, {}, [], 0, None
     while u < n_updates:
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=timeout)
@@ -385,7 +384,7 @@ def ray_learner(n_updates, n_actors, cfg, crash_at=None, timeout=60.0):
             traj, version, pid = ray.get(ready[0])
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as err:  # actor down
             failures.append((u, i, type(err).__name__))
-            pending[workers[i].rollout.remote(M.flatten(params), u)] = i  # ask the restarted actor again
+            pending[workers[i].rollout.remote(nn.flatten(params), u)] = i  # ask the restarted actor again
             continue
         pids.setdefault(i, []).append(pid)
         stats = rl.learner_update(params, opt, traj, cfg)
@@ -393,14 +392,14 @@ def ray_learner(n_updates, n_actors, cfg, crash_at=None, timeout=60.0):
         curves["lag"].append(u - version)
         curves["rho"].append(stats["rho"])
         u += 1
-        pending[workers[i].rollout.remote(M.flatten(params), u)] = i
+        pending[workers[i].rollout.remote(nn.flatten(params), u)] = i
         if crash_at is not None and killed_at is None and i == 0 and u >= crash_at:
             ray.kill(workers[0], no_restart=False)  # the process dies; Ray restarts it (max_restarts=1)
             killed_at = u
     deadline = time.perf_counter() + timeout
     while killed_at is not None and len(set(pids[0])) < 2:  # has actor 0 come back in a new process?
         try:
-            pids[0].append(ray.get(workers[0].rollout.remote(M.flatten(params), u), timeout=timeout)[2])
+            pids[0].append(ray.get(workers[0].rollout.remote(nn.flatten(params), u), timeout=timeout)[2])
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
             if time.perf_counter() > deadline:
                 raise

@@ -120,7 +120,7 @@ else:
 # to run or to print their command.
 
 # %%
-from scaleoutai.doctor import checks, format_table  # noqa: E402
+from scaleoutai.cluster.doctor import checks, format_table  # noqa: E402
 
 rows = checks()
 print(format_table(rows))

@@ -5,7 +5,7 @@ import numpy as np
 
 from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close, graded_after
 
-UNIMPORTABLE = ("scaleoutai.sharding", "scaleoutai.collectives", "scaleoutai.parallel")  # the answers
+UNIMPORTABLE = ("scaleoutai.foundations.sharding", "scaleoutai.collectives", "scaleoutai.parallel")  # the answers
 
 LOCAL = [(20, 3, "float64"), (7, 4, "float32"), (1, 5, "float64"), (0, 3, "float64"), (33, 6, "float32")]
 SHARDED = [(1, 23, 4, "float64"), (2, 23, 4, "float64"), (3, 23, 4, "float32"), (5, 23, 4, "float64"),

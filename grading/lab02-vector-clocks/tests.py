@@ -5,7 +5,7 @@ import numpy as np
 
 from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test
 
-UNIMPORTABLE = ("scaleoutai.clocks", "scaleoutai.consensus", "scaleoutai.collectives", "scaleoutai.parallel")
+UNIMPORTABLE = ("scaleoutai.foundations.clocks", "scaleoutai.foundations.consensus", "scaleoutai.collectives", "scaleoutai.parallel")
 
 CLOCKS = [(1, 5), (2, 12), (3, 20), (5, 30)]  # (K, steps of the global schedule)
 # (K, entries, {follower: acks it sends before crashing}); the label says how many crash

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close, forbidden_calls, graded_after
-from scaleoutai.parallel.model import adam_update, gelu
+from scaleoutai.nn import adam_update, gelu
 
 # (K, Psi, steps, dtype, backend); Psi < K leaves some ranks without a block
 ZERO = [(1, 10, 3, "float64", "sim"), (2, 10, 3, "float64", "sim"), (3, 11, 4, "float32", "sim"),
@@ -186,7 +186,7 @@ def own_code(res: CaseResult):
     bad = forbidden_calls(res.source, FORBIDDEN_MODULES, FORBIDDEN_NAMES)
     if bad:
         raise Fail(f"write ZeRO and the Megatron MLP yourself (scaleoutai.collectives and "
-                   f"scaleoutai.parallel.model are fine); found {', '.join(bad[:4])}")
+                   f"scaleoutai.nn are fine); found {', '.join(bad[:4])}")
     return 1.0, ""
 
 

@@ -53,7 +53,7 @@ import numpy as np
 
 from scaleoutai import cluster
 from scaleoutai.collectives import ring_allreduce
-from scaleoutai.parallel.model import mlp_backward, mlp_forward, mlp_init, mse_loss
+from scaleoutai.nn import mlp_backward, mlp_forward, mlp_init, mse_loss
 
 
 # %%

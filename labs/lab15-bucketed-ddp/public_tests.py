@@ -2,7 +2,7 @@
 import numpy as np
 
 from scaleoutai import cluster
-from scaleoutai.parallel.model import mlp_backward, mlp_forward, mlp_init, mse_loss
+from scaleoutai.nn import mlp_backward, mlp_forward, mlp_init, mse_loss
 
 
 def _one_machine(X, Y, params, steps, lr):

@@ -19,7 +19,7 @@
 # 3. **all-gather** the updated blocks, so every rank holds the full new parameter vector.
 #
 # Use `reduce_scatter` and `all_gather` from `scaleoutai.collectives` (block r of `reduce_scatter`
-# is block r of `np.array_split`) and, if you like, `adam_update` from `scaleoutai.parallel.model`;
+# is block r of `np.array_split`) and, if you like, `adam_update` from `scaleoutai.nn`;
 # not `scaleoutai.parallel.zero`. Write `zero_init(comm, params_flat)`, which returns this rank's state
 # as a dict (the moments of its block and the step count), and
 # `zero2_adam_step(comm, params_flat, grad_flat, state, lr, betas, eps)`, which updates `state` in
@@ -36,7 +36,7 @@
 # rows of W2 (row parallel); x and b2 are replicated. GELU acts element by element, so rank r computes
 # GELU(x W1_r + b1_r) W2_r without communication, and **one all-reduce** of these T×d partial outputs
 # (b2 added once, after the sum) gives y on every rank. A rank may hold no columns at all (K > d_ff):
-# its partial output is zero. Use `gelu` from `scaleoutai.parallel.model` and `ring_allreduce`, and
+# its partial output is zero. Use `gelu` from `scaleoutai.nn` and `ring_allreduce`, and
 # return y in the dtype of x (check: `gelu` may hand float32 input back as float64).
 #
 # **What the grader checks** (K = 1, 2, 3, 5 and more ranks than elements or columns, float32 and
@@ -60,7 +60,7 @@ import numpy as np
 
 from scaleoutai import cluster
 from scaleoutai.collectives import all_gather, reduce_scatter, ring_allreduce
-from scaleoutai.parallel.model import adam_update, gelu
+from scaleoutai.nn import adam_update, gelu
 
 
 # %%

@@ -2,7 +2,7 @@
 import numpy as np
 
 from scaleoutai import cluster
-from scaleoutai.parallel.model import adam_update, gelu
+from scaleoutai.nn import adam_update, gelu
 
 
 def _check_zero(zero_init, zero2_adam_step, K, psi, steps=3, lr=0.01):

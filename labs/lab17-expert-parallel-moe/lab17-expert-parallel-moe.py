@@ -31,7 +31,7 @@
 # 3. **combine**: `all_to_all` the outputs back, and each rank adds g[t, e] · output into its y.
 #
 # Use `all_gather` and `all_to_all` from `scaleoutai.collectives`, `mlp_forward` from
-# `scaleoutai.parallel.model` and, from `scaleoutai.parallel.moe_dense`, only `capacity`, `expert_owners`,
+# `scaleoutai.nn` and, from `scaleoutai.parallel.moe_dense`, only `capacity`, `expert_owners`,
 # `moe_init` and `moe_forward_dense` (the reference). The course's own expert-parallel layer,
 # `scaleoutai.parallel.moe`, cannot be imported while the grader runs your notebook. `moe_forward_ep(comm, tokens, router_W,
 # experts_shard, k, capacity_factor)` returns this rank's y, of shape (T_r, d) and the dtype of tokens.
@@ -57,7 +57,7 @@ import numpy as np
 
 from scaleoutai import cluster
 from scaleoutai.collectives import all_gather, all_to_all
-from scaleoutai.parallel.model import mlp_forward
+from scaleoutai.nn import mlp_forward
 from scaleoutai.parallel.moe_dense import capacity, moe_forward_dense, moe_init
 
 

@@ -5,6 +5,8 @@ import argparse
 import importlib
 import sys
 
+from scaleoutai.errors import UserError
+
 # module path -> its ``register(subparsers)`` function adds one or more subcommands.
 COMMANDS = [
     "scaleoutai.notebooks",
@@ -12,10 +14,6 @@ COMMANDS = [
     "scaleoutai.capstone.cli",
     "scaleoutai.grading.cli",
 ]
-
-
-class UserError(Exception):
-    """Bad input from the person at the terminal: printed as one line, exit status 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,8 +48,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run as `python -m scaleoutai.cli`, this file is __main__; call the importable module's main so
-    # that UserError raised by subcommands is the class caught above.
-    from scaleoutai.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .cluster import Comm
+
 OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "sum": np.add,
     "max": np.maximum,
@@ -47,7 +49,7 @@ def _array(x: Any, name: str = "x") -> np.ndarray:
     return x
 
 
-def _root(comm: Any, root: int) -> int:
+def _root(comm: Comm, root: int) -> int:
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= root < comm.size:
         raise ValueError(f"root={root!r} is not a rank: choose 0..{comm.size - 1}")
     return int(root)
@@ -55,7 +57,7 @@ def _root(comm: Any, root: int) -> int:
 
 # --- one-to-all and all-to-one ------------------------------------------------------------------
 
-def broadcast(comm: Any, x: np.ndarray | None, root: int = 0) -> np.ndarray:
+def broadcast(comm: Comm, x: np.ndarray | None, root: int = 0) -> np.ndarray:
     """Binomial-tree broadcast: after round k, 2^k ranks hold x. ``x`` is ignored on non-roots."""
     root = _root(comm, root)
     K, rel = comm.size, (comm.rank - root) % comm.size
@@ -74,7 +76,7 @@ def broadcast(comm: Any, x: np.ndarray | None, root: int = 0) -> np.ndarray:
     return data
 
 
-def _flat_broadcast(comm: Any, x: np.ndarray | None, root: int) -> np.ndarray:
+def _flat_broadcast(comm: Comm, x: np.ndarray | None, root: int) -> np.ndarray:
     """Naive broadcast: the root sends the whole array to every other rank, one after another."""
     if comm.rank == root:
         data = _array(x)
@@ -85,7 +87,7 @@ def _flat_broadcast(comm: Any, x: np.ndarray | None, root: int) -> np.ndarray:
     return comm.recv(root)
 
 
-def reduce(comm: Any, x: np.ndarray, root: int = 0, op: str = "sum") -> np.ndarray | None:
+def reduce(comm: Comm, x: np.ndarray, root: int = 0, op: str = "sum") -> np.ndarray | None:
     """Binomial-tree reduction to ``root`` (the broadcast tree run backwards). Non-roots get None."""
     root, f = _root(comm, root), _op(op)
     K, rel = comm.size, (comm.rank - root) % comm.size
@@ -101,7 +103,7 @@ def reduce(comm: Any, x: np.ndarray, root: int = 0, op: str = "sum") -> np.ndarr
     return acc
 
 
-def _flat_reduce(comm: Any, x: np.ndarray, root: int, op: str) -> np.ndarray | None:
+def _flat_reduce(comm: Comm, x: np.ndarray, root: int, op: str) -> np.ndarray | None:
     """Naive reduction: every rank sends its whole array to the root, which combines them in rank order."""
     f = _op(op)
     x = _array(x)
@@ -115,7 +117,7 @@ def _flat_reduce(comm: Any, x: np.ndarray, root: int, op: str) -> np.ndarray | N
     return acc
 
 
-def scatter(comm: Any, x: np.ndarray | None, root: int = 0) -> np.ndarray:
+def scatter(comm: Comm, x: np.ndarray | None, root: int = 0) -> np.ndarray:
     """The root splits ``x`` into ``np.array_split(x, K)`` and sends block r to rank r."""
     root = _root(comm, root)
     if comm.rank != root:
@@ -127,7 +129,7 @@ def scatter(comm: Any, x: np.ndarray | None, root: int = 0) -> np.ndarray:
     return blocks[root].copy()
 
 
-def gather(comm: Any, x: np.ndarray, root: int = 0) -> np.ndarray | None:
+def gather(comm: Comm, x: np.ndarray, root: int = 0) -> np.ndarray | None:
     """Every rank sends its block to the root, which returns them concatenated in rank order."""
     root = _root(comm, root)
     x = np.atleast_1d(_array(x))
@@ -139,28 +141,45 @@ def gather(comm: Any, x: np.ndarray, root: int = 0) -> np.ndarray | None:
 
 # --- all-reduce: four algorithms, one answer -----------------------------------------------------
 
-def naive_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+def naive_allreduce(comm: Comm, x: np.ndarray, op: str = "sum") -> np.ndarray:
     """Flat reduce to rank 0, then flat broadcast: rank 0 moves (K-1) n bytes each way."""
     _op(op)
     return _flat_broadcast(comm, _flat_reduce(comm, x, 0, op), 0)
 
 
-def tree_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+def tree_allreduce(comm: Comm, x: np.ndarray, op: str = "sum") -> np.ndarray:
     """Binomial reduce to rank 0, then binomial broadcast: 2 ceil(log2 K) steps of the full array."""
     return broadcast(comm, reduce(comm, x, 0, op), 0)
 
 
-def _blocks(n: int, K: int) -> list[slice]:
-    """The slices of ``np.array_split`` of n items into K blocks: the first n mod K are one longer.
+def block_bounds(n: int, K: int) -> list[tuple[int, int]]:
+    """[start, stop) of each of K blocks of n items, exactly as ``np.array_split`` cuts them.
 
-    ``sharding.shard_bounds`` is the checked, public form of the same cut (Chapter 1).
+    The one split rule of the course (shards of data, ZeRO partitions, tensor-parallel columns, ring
+    blocks): the first n mod K blocks hold ceil(n/K) items, the rest floor(n/K); with K > n the last
+    K - n blocks are empty.
     """
-    q, extra = divmod(n, K)
-    edges = np.cumsum([0] + [q + (j < extra) for j in range(K)])
-    return [slice(int(edges[j]), int(edges[j + 1])) for j in range(K)]
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"block_bounds needs a count n >= 0, got {n!r}")
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
+        raise ValueError(f"block_bounds needs K >= 1 blocks, got {K!r}")
+    q, extra = divmod(int(n), int(K))
+    edges = np.cumsum([0] + [q + (j < extra) for j in range(int(K))])
+    return [(int(edges[j]), int(edges[j + 1])) for j in range(int(K))]
 
 
-def reduce_scatter(comm: Any, x: np.ndarray, op: str = "sum", out: np.ndarray | None = None) -> np.ndarray:
+def block_range(n: int, K: int, r: int) -> tuple[int, int]:
+    """[start, stop) of block r of ``block_bounds(n, K)``: what rank r of K owns."""
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r < K:
+        raise ValueError(f"rank={r!r} is not one of the K={K} ranks: choose 0..{K - 1}")
+    return block_bounds(n, K)[r]
+
+
+def _blocks(n: int, K: int) -> list[slice]:
+    return [slice(lo, hi) for lo, hi in block_bounds(n, K)]
+
+
+def reduce_scatter(comm: Comm, x: np.ndarray, op: str = "sum", out: np.ndarray | None = None) -> np.ndarray:
     """Ring reduce-scatter: rank r returns block r of ``np.array_split(op-reduction of all x, K)``.
 
     K-1 steps; at step s rank r sends block (r-s-1) mod K to r+1 and folds block (r-s-2) mod K from r-1.
@@ -181,7 +200,7 @@ def reduce_scatter(comm: Any, x: np.ndarray, op: str = "sum", out: np.ndarray | 
     return acc[blk[r]] if out is not None else acc[blk[r]].copy()
 
 
-def all_gather(comm: Any, block: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def all_gather(comm: Comm, block: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Ring all-gather: every rank returns all ranks' blocks concatenated in rank order.
 
     Without ``out`` blocks may differ in size arbitrarily. With ``out`` the blocks are those of
@@ -204,7 +223,7 @@ def all_gather(comm: Any, block: np.ndarray, out: np.ndarray | None = None) -> n
     return out
 
 
-def ring_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+def ring_allreduce(comm: Comm, x: np.ndarray, op: str = "sum") -> np.ndarray:
     """Ring all-reduce = reduce-scatter + all-gather on the flattened array, in one output buffer.
 
     Each rank sends exactly 2(K-1) messages holding 2(K-1)/K of the data: bandwidth-optimal. Sharing
@@ -216,7 +235,7 @@ def ring_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
     return all_gather(comm, mine, out=out).reshape(x.shape)
 
 
-def recursive_doubling_allreduce(comm: Any, x: np.ndarray, op: str = "sum") -> np.ndarray:
+def recursive_doubling_allreduce(comm: Comm, x: np.ndarray, op: str = "sum") -> np.ndarray:
     """Recursive doubling: in round k rank r exchanges its partial result with rank r XOR 2^k.
 
     For K not a power of two, with P the largest power of two <= K and R = K - P: the first 2R ranks pair
@@ -255,7 +274,7 @@ ALLREDUCES: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
-def all_to_all(comm: Any, blocks: list[np.ndarray]) -> list[np.ndarray]:
+def all_to_all(comm: Comm, blocks: list[np.ndarray]) -> list[np.ndarray]:
     """Pairwise exchange: ``blocks[j]`` goes to rank j; returns what each rank j sent to this rank.
 
     K-1 rounds; in round s rank r sends to r+s and receives from r-s, so every link is used once.

@@ -8,7 +8,7 @@
 Prices come from ``capstone/prices.yaml`` (dated and sourced). MLflow, matplotlib and tqdm load inside
 the functions that use them.
 """
-from .errors import CapstoneError
+from ..errors import CapstoneError
 from .prices import Price, PriceTable, load_prices, lookup
 from .report import Report, Row, aggregate, format_table, load_runs, pareto_front, plot_report, report
 from .sweep import SweepResult, Trial, sweep

@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from .errors import CapstoneError
+from ..errors import CapstoneError
 from .prices import DEFAULT_INSTANCE_TYPE
 
 URI_HELP = "MLflow store (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in this folder)"
@@ -92,8 +91,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rp.add_argument("--template", help="report template (default capstone/REPORT_TEMPLATE.md)")
     rp.set_defaults(func=_report)
 
-
-if __name__ == "__main__":  # pragma: no cover
-    from ..cli import main
-
-    sys.exit(main(["capstone", *sys.argv[1:]]))

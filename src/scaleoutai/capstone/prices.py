@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import CapstoneError
+from ..errors import CapstoneError
 
 DEFAULT_INSTANCE_TYPE = "local-laptop"
 

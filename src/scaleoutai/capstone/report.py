@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..perf import run_cost, scaling_table
-from .errors import CapstoneError
+from ..errors import CapstoneError
 from .tracking import quiet_mlflow_logs, tracking_uri
 
 BASELINE = 0  # the workers column of the single-machine baseline row

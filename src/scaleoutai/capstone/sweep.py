@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import tracking as tr
-from .errors import CapstoneError
+from ..errors import CapstoneError
 from .prices import DEFAULT_INSTANCE_TYPE, load_prices
 from .report import Row, aggregate, format_table, load_runs
 

@@ -28,8 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import CapstoneError
+from ..errors import CapstoneError
 from .prices import DEFAULT_INSTANCE_TYPE, Price, load_prices
+from ..cluster import Comm
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "capstone"
@@ -93,7 +94,7 @@ def billed_instances(scale: str, instance_type: str, world_size: int) -> int:
     return max(1, world_size // max(1, per_node))
 
 
-def _backend(comm: Any) -> str:
+def _backend(comm: Comm) -> str:
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         return str(dist.get_backend())
@@ -203,7 +204,7 @@ def open_experiment(name: str, uri: str) -> tuple[Any, str]:
         return client, exp.experiment_id
 
 
-def _start(comm: Any, rank: int, size: int, experiment: str, params: dict[str, Any], problem: str | None,
+def _start(comm: Comm, rank: int, size: int, experiment: str, params: dict[str, Any], problem: str | None,
            baseline: bool, run_name: str | None, tags: dict[str, Any] | None, uri: str, scale: str,
            price: Price, startup: float) -> Run:
     client, exp_id = open_experiment(experiment, uri)
@@ -241,7 +242,7 @@ def _finish(run: Run, status: str, wall: float, exc: BaseException | None) -> No
 
 
 @contextmanager
-def track(comm: Any = None, experiment: str | None = None, params: dict[str, Any] | None = None,
+def track(comm: Comm = None, experiment: str | None = None, params: dict[str, Any] | None = None,
           problem: str | None = None, *, baseline: bool = False, items: int | None = None,
           startup_time: float | None = None, run_name: str | None = None, tags: dict[str, Any] | None = None,
           scale: str | None = None, instance_type: str | None = None, uri: str | None = None,

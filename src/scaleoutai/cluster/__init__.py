@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .core import (ClusterError, Communicator, DeadlockError, Faults, Network, PeerCrashedError, RankCrashed,
+from .core import (ClusterError, Comm, Communicator, DeadlockError, Faults, Network, PeerCrashedError, RankCrashed,
                    RankError, RankStats, RunResult, RunTimeout, TraceEvent, check_run_args)
 from .launch import init
 
 BACKENDS = ("sim", "process")
 
-__all__ = ["run", "init", "Network", "Faults", "RunResult", "RankStats", "TraceEvent", "Communicator",
+__all__ = ["run", "init", "Network", "Faults", "RunResult", "RankStats", "TraceEvent", "Comm", "Communicator",
            "ClusterError", "RankError", "RankCrashed", "PeerCrashedError", "DeadlockError", "RunTimeout",
            "BACKENDS", "plot_timeline"]
 

@@ -12,6 +12,8 @@ import time
 import traceback
 from typing import Any
 
+from .core import Comm
+
 
 def _die_with_parent() -> None:
     # Linux: SIGKILL this process when the parent dies, so no rank is ever orphaned.
@@ -55,7 +57,7 @@ def join_group(rank: int, size: int, port: int, timeout: float, host_store: bool
     return ProcessComm(rank, size, timeout=timeout, progress=True, **comm_kwargs)
 
 
-def call_rank(fn: Any, comm: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+def call_rank(fn: Any, comm: Comm, args: tuple = (), kwargs: dict | None = None) -> Any:
     """``fn(comm, *args, **kwargs)``, then wait until this rank's messages are delivered and every rank
     is done: nobody closes its sockets while a peer still reads from them."""
     import torch.distributed as dist

@@ -8,63 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 
-class ClusterError(RuntimeError):
-    """Base class of every error a distributed run raises in the caller."""
-
-
-class RankError(ClusterError):
-    """A rank raised: ``.rank`` names it, ``.traceback`` is its formatted traceback."""
-
-    def __init__(self, rank: int, summary: str, traceback: str = ""):
-        self.rank = rank
-        self.summary = summary
-        self.traceback = traceback
-        tail = f"\n\n--- traceback of rank {rank} ---\n{traceback}" if traceback else ""
-        super().__init__(f"rank {rank} failed: {summary}{tail}")
-
-
-class RankCrashed(ClusterError):
-    """A rank stopped because a crash fault was injected (fail-stop model, Chapter 2)."""
-
-    def __init__(self, rank: int, after_messages: int):
-        self.rank = rank
-        self.after_messages = after_messages
-        super().__init__(f"rank {rank} crashed (injected fault after {after_messages} messages sent)")
-
-
-class PeerCrashedError(ClusterError):
-    """``recv(src)`` found ``src`` crashed with nothing left in flight: a perfect failure detector."""
-
-    def __init__(self, rank: int, peer: int):
-        self.rank = rank
-        self.peer = peer
-        super().__init__(f"rank {rank} waited for rank {peer}, which has crashed; "
-                         f"catch cluster.PeerCrashedError to tolerate the fault")
-
-
-class DeadlockError(ClusterError):
-    """Every live rank waits and no message can arrive. ``.waiting`` maps rank -> what it waits for."""
-
-    def __init__(self, waiting: dict[int, str]):
-        self.waiting = dict(sorted(waiting.items()))
-        lines = "; ".join(f"rank {r} waits {w}" for r, w in self.waiting.items())
-        super().__init__(f"deadlock: {lines}. Check that every recv has a matching send "
-                         f"and that every rank calls barrier() the same number of times.")
-
-
-class RunTimeout(ClusterError, TimeoutError):
-    """The run exceeded its wall-clock timeout; ``.running`` lists the ranks still busy."""
-
-    def __init__(self, timeout: float, running: list[int]):
-        self.timeout = timeout
-        self.running = running
-        super().__init__(f"distributed run exceeded timeout={timeout:g}s; ranks still running: "
-                         f"{running}. Raise timeout= or look for a rank stuck in a loop or a recv.")
+from ..errors import (ClusterError, DeadlockError, PeerCrashedError, RankCrashed, RankError,  # noqa: F401
+                      RunTimeout)
 
 
 @dataclass(frozen=True)
@@ -151,6 +101,26 @@ class RunResult:
         """The simulated makespan: the latest rank clock (None outside the simulator)."""
         times = [s.sim_time for s in self.stats if s.sim_time is not None]
         return max(times) if times else None
+
+
+@runtime_checkable
+class Comm(Protocol):
+    """What every per-rank function may use of its ``comm`` (the simulator, processes, a sub-group,
+    the grader's sandboxed rank): the type of every ``comm`` parameter in the library."""
+
+    rank: int
+    size: int
+    stats: RankStats
+
+    def send(self, array: np.ndarray, dst: int) -> None: ...
+
+    def recv(self, src: int) -> np.ndarray: ...
+
+    def sendrecv(self, array: np.ndarray, dst: int, src: int, out: np.ndarray | None = None) -> np.ndarray: ...
+
+    def barrier(self) -> None: ...
+
+    def compute(self, seconds: float) -> None: ...
 
 
 def as_message(array: Any, where: str) -> np.ndarray:

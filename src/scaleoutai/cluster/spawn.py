@@ -20,6 +20,7 @@ from typing import IO, Any, Callable
 
 from .core import Faults, RankCrashed, RankError, RankStats, RunResult, RunTimeout
 from .process import CRASH_EXIT_CODE
+from .procs import kill
 
 
 def relay(stream: IO[bytes], rank: int | str | None, quiet: bool) -> None:
@@ -30,21 +31,6 @@ def relay(stream: IO[bytes], rank: int | str | None, quiet: bool) -> None:
             sys.stdout.write(prefix + raw.decode(errors="replace"))
             sys.stdout.flush()
     stream.close()
-
-
-def kill(procs: list[subprocess.Popen]) -> None:
-    """SIGKILL each still-running process's whole group (children included) and reap it."""
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                p.kill()
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a process that ignores SIGKILL
-            pass
 
 
 def _load(path: str) -> dict[str, Any] | None:

@@ -5,6 +5,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from ..errors import UserError
+
 
 def _positive(kind: type):
     def parse(text: str):
@@ -46,8 +48,6 @@ def _assign(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from scaleoutai.cli import UserError
-
     from .labs import find_lab
 
     if args.lab == "export-gradescope":

@@ -18,6 +18,7 @@ from .checks import Case, CaseResult, Fail, NotGraded, Plan, Test
 from .labs import Lab, cells_source
 from .hub import Outcome
 from .jail import Limits
+from ..errors import UserError
 
 
 @dataclass
@@ -31,8 +32,6 @@ class Hidden:
 def load_hidden(lab: Lab) -> Hidden:
     """Import grading/<lab>/tests.py and rubric.yaml; build the plan with the rubric's seed."""
     import yaml
-
-    from scaleoutai.cli import UserError
 
     path = lab.grading / "tests.py"
     if not path.is_file():

@@ -25,6 +25,7 @@ from .channel import Channel, ChannelClosed, ChannelTimeout, pair
 from .checks import Case, Plan
 from .jail import Limits
 from .zygote import SetupFailed, Zygote
+from ..cluster import Comm
 
 MAX_MESSAGES, MAX_BYTES = 200_000, 256 << 20  # per case, all ranks together
 GLOO_PORT = 29500  # the gloo sandbox has a network namespace of its own: no one else holds this port
@@ -203,7 +204,7 @@ class SubmissionRun:
         messages: list[tuple[int, int, np.ndarray]] = []
         sent = [0, 0]  # messages and bytes of this case: what the grader holds for the ranks is bounded
 
-        def proxy(comm: Any) -> _Returned:
+        def proxy(comm: Comm) -> _Returned:
             r = comm.rank
             ch = chans[r]
             ch.send(*self._message(case, r, "spmd"))

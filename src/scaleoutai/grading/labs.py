@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UserError
+
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 PUBLIC_TAG = "public-tests"
 NOTEBOOK_CAP = 20 * 1024 * 1024
@@ -22,8 +24,6 @@ STUB = 'raise NotImplementedError("write your solution here, then run the public
 
 
 def _user_error(msg: str) -> Exception:
-    from scaleoutai.cli import UserError
-
     return UserError(msg)
 
 

@@ -20,6 +20,7 @@ from .labs import Lab, read_cells
 from .jail import Limits, kill_uid, probe_mode
 from .sandbox import UID_BASE, UIDS_PER_SLOT
 from .zygote import SetupFailed, Zygote
+from ..errors import UserError
 
 log = logging.getLogger("scaleoutai.grading")
 
@@ -62,8 +63,6 @@ def _notebooks(d: Path) -> list[Path]:
 
 def find_submissions(paths: list[Path]) -> list[Submission]:
     """A notebook, a folder holding one notebook, or a folder of those; ids are unique and stable."""
-    from scaleoutai.cli import UserError
-
     found: list[Submission] = []
     for p in paths:
         if p.is_file():

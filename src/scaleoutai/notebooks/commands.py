@@ -5,11 +5,10 @@ import argparse
 from pathlib import Path
 
 from .sources import NotebookError, find_repo_root, find_sources, has_parameters_cell, notebook_name
+from ..errors import UserError
 
 
 def _user_error(exc: Exception) -> Exception:
-    from scaleoutai.cli import UserError
-
     return UserError(str(exc))
 
 

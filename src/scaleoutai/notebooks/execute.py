@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..cluster.procs import stop
 from .sources import find_repo_root, smoke_parameters
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
@@ -95,20 +95,6 @@ def _running_cell(output: Path) -> str:
     return ""
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    # The worker leads its own session: the group holds the worker and its kernel.
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=5)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def _keep_interrupted(source: Path, partial: Path, interrupted: Path) -> None:
     """A stopped run's notebook, as far as it got (or unexecuted, if it never saved), under its own name."""
     if not partial.exists():
@@ -144,13 +130,13 @@ def run_one(source: Path, output: Path, parameters: dict[str, Any], timeout: flo
         try:
             _, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            stop([proc], grace=5)
             seconds = time.perf_counter() - start
             _keep_interrupted(source, partial, interrupted)
             error = f"killed after {timeout:g} s wall time{_running_cell(interrupted)}"
             return RunRecord(name, source, interrupted, "timeout", seconds, error)
         except BaseException:  # Ctrl-C or a test timeout: the worker has its own session, take it down
-            _kill_group(proc)
+            stop([proc], grace=5)
             _keep_interrupted(source, partial, interrupted)
             raise
         seconds = time.perf_counter() - start

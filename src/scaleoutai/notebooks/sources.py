@@ -14,16 +14,14 @@ import tokenize
 from pathlib import Path
 from typing import Any
 
+from ..errors import NotebookError
+
 PARAMETERS_HEADER = '# %% tags=["parameters"]'
 # folder -> glob: every chapter subfolder, but only capstone's top level (capstone/template/ is student code)
 SOURCE_DIRS = {"chapters": "**/*.py", "capstone": "*.py"}
 _SKIP_PARTS = {"_build", ".ipynb_checkpoints", "__pycache__"}
 _HEADER_TAGS = re.compile(r"^# %%.*\btags\s*=\s*\[([^\]]*)\]")
 _SMOKE = re.compile(r"#\s*smoke\b(?P<colon>\s*:)?(?P<value>.*)$")
-
-
-class NotebookError(ValueError):
-    """A notebook source, pattern or option the tooling cannot use; the message is one readable line."""
 
 
 def find_repo_root(start: Path | None = None) -> Path:

@@ -19,20 +19,21 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ..collectives import ring_allreduce
-from . import model as M
+from .. import nn
+from ..cluster import Comm
 
-Params = M.Params
+Params = nn.Params
 LossGrad = Callable[[Params, np.ndarray, np.ndarray], tuple[float, Params]]
 
 __all__ = ["mlp_mse", "param_groups", "combine_tied", "copy_params", "local_gradient", "make_buckets",
-           "naive_ddp_step", "bucketed_ddp_step", "train_ddp", "train_single"]
+           "naive_ddp_step", "bucketed_ddp_step", "train_ddp", "reference_train"]
 
 
 def mlp_mse(params: Params, x: np.ndarray, y: np.ndarray) -> tuple[float, Params]:
     """Default loss-and-gradient: MSE of the MLP in ``model``."""
-    out, cache = M.mlp_forward(params, x)
-    loss, dy = M.mse_loss(out, y)
-    return loss, M.mlp_backward(params, cache, dy)[1]
+    out, cache = nn.mlp_forward(params, x)
+    loss, dy = nn.mse_loss(out, y)
+    return loss, nn.mlp_backward(params, cache, dy)[1]
 
 
 def param_groups(params: Params, frozen: Iterable[str] = ()) -> dict[str, list[str]]:
@@ -102,12 +103,12 @@ def make_buckets(grads: Params, bucket_bytes: int) -> list[list[str]]:
     return buckets
 
 
-def naive_ddp_step(comm: Any, grads: Params) -> Params:
+def naive_ddp_step(comm: Comm, grads: Params) -> Params:
     """Sum every gradient tensor over ranks with its own ring all-reduce (one collective per tensor)."""
     return {k: ring_allreduce(comm, g) for k, g in grads.items()}
 
 
-def bucketed_ddp_step(comm: Any, grads: Params, bucket_bytes: int) -> Params:
+def bucketed_ddp_step(comm: Comm, grads: Params, bucket_bytes: int) -> Params:
     """Sum gradients over ranks with one ring all-reduce per bucket of flattened tensors."""
     out = {}
     for keys in make_buckets(grads, bucket_bytes):
@@ -122,9 +123,9 @@ def bucketed_ddp_step(comm: Any, grads: Params, bucket_bytes: int) -> Params:
 
 def _apply(params: Params, grads: Params, optimizer: str, state: Any, lr: float) -> None:
     if optimizer == "sgd":
-        M.sgd_step(params, grads, lr)
+        nn.sgd_step(params, grads, lr)
     else:
-        M.adam_step(params, grads, state, lr)
+        nn.adam_step(params, grads, state, lr)
 
 
 def _check(optimizer: str, steps: int, accum: int) -> None:
@@ -134,7 +135,7 @@ def _check(optimizer: str, steps: int, accum: int) -> None:
         raise ValueError(f"need steps >= 0 and accum >= 1, got steps={steps}, accum={accum}")
 
 
-def train_ddp(comm: Any, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: Params, steps: int,
+def train_ddp(comm: Comm, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: Params, steps: int,
               lr: float, bucket_bytes: int | None = None, accum: int = 1, optimizer: str = "sgd",
               frozen: Iterable[str] = (), loss_grad: LossGrad = mlp_mse) -> tuple[Params, list[float]]:
     """Run ``steps`` DDP steps; step s uses global batch ``data[s % len(data)]`` = (X, Y).
@@ -145,7 +146,7 @@ def train_ddp(comm: Any, data: Sequence[tuple[np.ndarray, np.ndarray]], params0:
     _check(optimizer, steps, accum)
     params = copy_params(params0)
     groups = param_groups(params, frozen)
-    state = M.adam_init({k: params[k] for k in groups}) if optimizer == "adam" else None
+    state = nn.adam_init({k: params[k] for k in groups}) if optimizer == "adam" else None
     losses = []
     for s in range(steps):
         X, Y = data[s % len(data)]
@@ -159,14 +160,14 @@ def train_ddp(comm: Any, data: Sequence[tuple[np.ndarray, np.ndarray]], params0:
     return params, losses
 
 
-def train_single(data: Sequence[tuple[np.ndarray, np.ndarray]], params0: Params, steps: int, lr: float,
+def reference_train(data: Sequence[tuple[np.ndarray, np.ndarray]], params0: Params, steps: int, lr: float,
                  optimizer: str = "sgd", frozen: Iterable[str] = (), loss_grad: LossGrad = mlp_mse
                  ) -> tuple[Params, list[float]]:
     """Single-device reference: full-batch gradient, tied gradients summed, frozen keys left alone."""
     _check(optimizer, steps, 1)
     params = copy_params(params0)
     groups = param_groups(params, frozen)
-    state = M.adam_init({k: params[k] for k in groups}) if optimizer == "adam" else None
+    state = nn.adam_init({k: params[k] for k in groups}) if optimizer == "adam" else None
     losses = []
     for s in range(steps):
         X, Y = data[s % len(data)]

@@ -20,7 +20,8 @@ import numpy as np
 
 from .. import cluster
 from ..collectives import all_gather, gather, reduce_scatter
-from .model import flatten, mlp_backward, mlp_forward, mlp_init, mse_loss, unflatten
+from ..nn import flatten, mlp_backward, mlp_forward, mlp_init, mse_loss, unflatten
+from ..cluster import Comm
 
 __all__ = ["save_checkpoint", "save_checkpoint_naive", "load_checkpoint", "checkpoint_path",
            "latest_checkpoint", "train_with_checkpoints", "reshard", "ElasticResult", "elastic_train"]
@@ -159,7 +160,7 @@ def reshard(shards: list[np.ndarray], K_new: int) -> list[np.ndarray]:
 
 # --- a data-parallel run with a ZeRO-1-style sharded momentum, crashed and resumed ------------------
 
-def _worker(comm: Any, X: np.ndarray, Y: np.ndarray, sizes: list[int], n_steps: int, batch: int,
+def _worker(comm: Comm, X: np.ndarray, Y: np.ndarray, sizes: list[int], n_steps: int, batch: int,
             ckpt_dir: str, every: int, lr: float, mu: float, seed: int) -> np.ndarray:
     K, r = comm.size, comm.rank
     like = mlp_init(sizes, seed=seed, dtype=X.dtype)

@@ -34,6 +34,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..cluster import Comm
+
 __all__ = ["Job", "sample_config", "rung_resources", "RandomSearch", "SuccessiveHalving", "ASHA", "PBT",
            "CURVE_SPACE", "CURVE_OPTIMUM", "curve_quality", "curve_score", "curve_trainable", "TOY_SPACE",
            "toy_trainable", "hpo_run", "run_serial"]
@@ -320,7 +322,7 @@ def run_serial(sched: Any, n_workers: int, trainable: Trainable = curve_trainabl
     return {"history": history, "best": sched.best(), "makespan": makespan}
 
 
-def hpo_run(comm: Any, sched: Any, trainable: Trainable = curve_trainable, time_per_unit: float = 1.0
+def hpo_run(comm: Comm, sched: Any, trainable: Trainable = curve_trainable, time_per_unit: float = 1.0
             ) -> dict[str, Any]:
     """Rank 0 schedules with ``sched``; ranks 1..K-1 evaluate jobs, each spending comm.compute(time_per_unit
     (r_to - r_from)). Rank 0 returns {history, best, makespan}; a worker returns how many jobs it ran.

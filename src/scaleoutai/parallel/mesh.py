@@ -1,12 +1,9 @@
 """Chapter 19: foundation-model training: a (dp, tp, pp) device mesh, its memory and its traffic.
 
-Mesh: P = dp * tp * pp ranks; rank = (p * dp + d) * tp + t, so the tp group is the fastest-varying
-(consecutive ranks: one node's NVLink domain), then dp, then pp (Megatron-LM's order). ``SubComm``
-presents one group along an axis as a communicator of its own (rank = index in the group), so every
-Chapter 4 collective and Chapter 15-16 function runs on a mesh sub-group unchanged. Two distinct ranks
-share at most one axis group, so the per-pair FIFO order of the underlying links cannot mix groups.
+The mesh and its sub-communicators are the shared ``cluster.groups`` (``DeviceMesh``, ``SubComm``): every
+Chapter 4 collective and Chapter 15-16 function runs on a mesh sub-group unchanged.
 
-Composed step (``train_mesh``): the model is a stack of L pre-LN transformer blocks (``model.block_*``).
+Composed step (``train_mesh``): the model is a stack of L pre-LN transformer blocks (``nn.block_*``).
 Pipeline stage p owns ``pipeline.split_layers(L, pp)[p]``; within a stage every block is split
 Megatron-style over the tp group (``tensor.tp_block_*``: 2 all-reduces forward, 2 backward); dp replica
 d trains on ``np.array_split(X, dp)[d]`` cut into m micro-batches (GPipe or 1F1B order), and the
@@ -23,7 +20,7 @@ Memory (bytes per device, Psi parameters, mixed-precision Adam: 2 Psi + 2 Psi + 
 Traffic (bytes sent per device per step): DP ring all-reduce 2 (dp-1)/dp * 2 Psi / (tp pp); TP
 4 all-reduces per layer per micro-batch of s b h * 2 bytes, each 2 (tp-1)/tp of it; PP one activation
 forward and one gradient backward per micro-batch, s b h * 2 bytes each (an interior stage).
-Scaling laws and MFU: ``scaling``.
+Scaling laws and MFU: ``perf.scaling``.
 """
 from __future__ import annotations
 
@@ -32,169 +29,62 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import cluster
-from ..cluster.core import RankStats
-from . import model as M
-from .ddp import bucketed_ddp_step, train_single
+from .. import cluster, nn
+from ..cluster import Comm
+from ..cluster.groups import AXES, DeviceMesh, SubComm
+from . import ddp
+from .ddp import bucketed_ddp_step
 from .pipeline import SCHEDULES, split_layers
 from .tensor import gather_block, shard_block, tp_block_backward, tp_block_forward
 
-__all__ = ["AXES", "DeviceMesh", "SubComm", "stack_init", "layer_params", "stack_mse", "train_reference",
+__all__ = ["stack_init", "layer_params", "stack_mse", "reference_train",
            "train_mesh", "MeshResult", "run_mesh", "memory_per_device", "comm_per_step"]
-
-AXES = ("dp", "tp", "pp")
-
-
-# --- the mesh and its sub-group communicators -----------------------------------------------------
-
-class DeviceMesh:
-    """P = dp * tp * pp ranks; rank = (p * dp + d) * tp + t; groups along one axis vary only that coordinate."""
-
-    def __init__(self, dp: int, tp: int, pp: int):
-        for name, v in (("dp", dp), ("tp", tp), ("pp", pp)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"DeviceMesh needs integer degrees >= 1, got {name}={v!r}")
-        self.dp, self.tp, self.pp = int(dp), int(tp), int(pp)
-        self.shape = {"dp": self.dp, "tp": self.tp, "pp": self.pp}
-        self.size = self.dp * self.tp * self.pp
-
-    def __repr__(self) -> str:
-        return f"DeviceMesh(dp={self.dp}, tp={self.tp}, pp={self.pp})"
-
-    def coords(self, rank: int) -> tuple[int, int, int]:
-        """(d, t, p) of a global rank."""
-        if not 0 <= rank < self.size:
-            raise ValueError(f"rank {rank} is not in the mesh: ranks are 0..{self.size - 1}")
-        t, rest = rank % self.tp, rank // self.tp
-        return rest % self.dp, t, rest // self.dp
-
-    def rank(self, d: int, t: int, p: int) -> int:
-        """Inverse of ``coords``."""
-        if not (0 <= d < self.dp and 0 <= t < self.tp and 0 <= p < self.pp):
-            raise ValueError(f"coordinates (d={d}, t={t}, p={p}) are outside {self!r}")
-        return (p * self.dp + d) * self.tp + t
-
-    def group(self, rank: int, axis: str) -> list[int]:
-        """Global ranks that share every coordinate of ``rank`` except ``axis``, ordered by that coordinate."""
-        if axis not in AXES:
-            raise ValueError(f"axis={axis!r} is unknown: choose one of {AXES}")
-        c = dict(zip(AXES, self.coords(rank)))
-        out = []
-        for i in range(self.shape[axis]):
-            c[axis] = i
-            out.append(self.rank(c["dp"], c["tp"], c["pp"]))
-        return out
-
-    def groups(self, axis: str) -> list[list[int]]:
-        """All groups along ``axis`` (each rank in exactly one), sorted by their first rank."""
-        return [list(g) for g in sorted({tuple(self.group(r, axis)) for r in range(self.size)})]
-
-
-class SubComm:
-    """A sub-group of ``comm``'s ranks as a communicator: rank = index in ``ranks``, size = len(ranks).
-
-    send/recv/sendrecv translate group ranks to global ones; ``barrier`` is a gather-release over
-    messages among the group only; ``stats`` counts this group's traffic (the parent's count everything).
-    """
-
-    def __init__(self, comm: Any, ranks: Sequence[int]):
-        ranks = [int(r) for r in ranks]
-        if len(set(ranks)) != len(ranks) or not all(0 <= r < comm.size for r in ranks):
-            raise ValueError(f"SubComm ranks must be distinct ranks of 0..{comm.size - 1}, got {ranks}")
-        if comm.rank not in ranks:
-            raise ValueError(f"rank {comm.rank} is not in the group {ranks}: only its members may build it")
-        self.parent, self.ranks = comm, ranks
-        self.rank, self.size = ranks.index(comm.rank), len(ranks)
-        self.stats = RankStats()
-
-    def __repr__(self) -> str:
-        return f"<SubComm rank={self.rank} size={self.size} of global {self.ranks}>"
-
-    def _peer(self, r: int, what: str) -> int:
-        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r < self.size:
-            raise ValueError(f"{what}={r!r} is not a group rank: choose 0..{self.size - 1}")
-        return self.ranks[int(r)]
-
-    def send(self, array: np.ndarray, dst: int) -> None:
-        self.parent.send(array, self._peer(dst, "dst"))
-        self.stats.messages_sent += 1
-        self.stats.bytes_sent += np.asarray(array).nbytes
-
-    def recv(self, src: int) -> np.ndarray:
-        out = self.parent.recv(self._peer(src, "src"))
-        self.stats.messages_received += 1
-        self.stats.bytes_received += out.nbytes
-        return out
-
-    def sendrecv(self, array: np.ndarray, dst: int, src: int, out: np.ndarray | None = None) -> np.ndarray:
-        got = self.parent.sendrecv(array, self._peer(dst, "dst"), self._peer(src, "src"), out=out)
-        self.stats.messages_sent += 1
-        self.stats.bytes_sent += np.asarray(array).nbytes
-        self.stats.messages_received += 1
-        self.stats.bytes_received += got.nbytes
-        return got
-
-    def barrier(self) -> None:
-        """Every member sends a token to group rank 0, which answers each once all have arrived."""
-        token = np.zeros(0, np.uint8)
-        if self.rank == 0:
-            for r in range(1, self.size):
-                self.recv(r)
-            for r in range(1, self.size):
-                self.send(token, r)
-        else:
-            self.send(token, 0)
-            self.recv(0)
-
-    def compute(self, seconds: float) -> None:
-        self.parent.compute(seconds)
-
 
 # --- the model: a stack of transformer blocks in one Params dict ----------------------------------
 
 def stack_init(n_layers: int, d_model: int, n_heads: int, d_ff: int, seed: int = 0, dtype: Any = np.float64
-               ) -> M.Params:
+               ) -> nn.Params:
     """Keys "l.name" for layer l of L ``model.block_init`` blocks (seed + l)."""
     if n_layers < 1:
         raise ValueError(f"n_layers must be >= 1, got {n_layers}")
     return {f"{l}.{k}": v for l in range(n_layers)
-            for k, v in M.block_init(d_model, n_heads, d_ff, seed + l, dtype).items()}
+            for k, v in nn.block_init(d_model, n_heads, d_ff, seed + l, dtype).items()}
 
 
-def layer_params(params: M.Params, l: int) -> M.Params:
+def layer_params(params: nn.Params, l: int) -> nn.Params:
     """The block parameters of layer l, keys without the "l." prefix."""
     pre = f"{l}."
     return {k[len(pre):]: v for k, v in params.items() if k.startswith(pre)}
 
 
-def _n_stack(params: M.Params) -> int:
+def _n_stack(params: nn.Params) -> int:
     return 1 + max(int(k.split(".", 1)[0]) for k in params)
 
 
-def stack_mse(params: M.Params, x: np.ndarray, y: np.ndarray, n_heads: int) -> tuple[float, M.Params]:
+def stack_mse(params: nn.Params, x: np.ndarray, y: np.ndarray, n_heads: int) -> tuple[float, nn.Params]:
     """Single-device loss-and-gradient: MSE of the L chained ``block_forward`` calls."""
     L, h, caches = _n_stack(params), x, []
     for l in range(L):
-        h, c = M.block_forward(layer_params(params, l), h, n_heads)
+        h, c = nn.block_forward(layer_params(params, l), h, n_heads)
         caches.append(c)
-    loss, d = M.mse_loss(h, y)
+    loss, d = nn.mse_loss(h, y)
     grads = {}
     for l in reversed(range(L)):
-        d, g = M.block_backward(layer_params(params, l), caches[l], d, n_heads)
+        d, g = nn.block_backward(layer_params(params, l), caches[l], d, n_heads)
         grads.update({f"{l}.{k}": v for k, v in g.items()})
     return loss, grads
 
 
-def train_reference(data: Sequence[tuple[np.ndarray, np.ndarray]], params0: M.Params, steps: int, lr: float,
-                    n_heads: int, optimizer: str = "sgd") -> tuple[M.Params, list[float]]:
-    """The single-device reference for ``train_mesh`` (``ddp.train_single`` with ``stack_mse``)."""
-    return train_single(data, params0, steps, lr, optimizer, loss_grad=lambda p, x, y: stack_mse(p, x, y, n_heads))
+def reference_train(data: Sequence[tuple[np.ndarray, np.ndarray]], params0: nn.Params, steps: int, lr: float,
+                    n_heads: int, optimizer: str = "sgd") -> tuple[nn.Params, list[float]]:
+    """The single-device reference for ``train_mesh`` (``ddp.reference_train`` with ``stack_mse``)."""
+    return ddp.reference_train(data, params0, steps, lr, optimizer, loss_grad=lambda p, x, y: stack_mse(p, x, y, n_heads))
 
 
 # --- the composed DP x TP x PP training step -------------------------------------------------------
 
-def _stage(comm: dict[str, SubComm], shards: dict[int, M.Params], mb: list, B: int, n_heads: int,
-           schedule: str, compute: tuple[float, float]) -> tuple[float, M.Params]:
+def _stage(comm: dict[str, SubComm], shards: dict[int, nn.Params], mb: list, B: int, n_heads: int,
+           schedule: str, compute: tuple[float, float]) -> tuple[float, nn.Params]:
     tp, pp = comm["tp"], comm["pp"]
     s, P, m = pp.rank, pp.size, len(mb)
     layers = sorted(shards)
@@ -210,7 +100,7 @@ def _stage(comm: dict[str, SubComm], shards: dict[int, M.Params], mb: list, B: i
                 tp.compute(compute[0])
             dy = None
             if s == P - 1:
-                li, dy = M.mse_loss(h, mb[i][1])
+                li, dy = nn.mse_loss(h, mb[i][1])
                 w = len(mb[i][0]) / B  # micro-batch mean -> global-batch mean
                 loss, dy = loss + w * li, dy * w
             else:
@@ -231,7 +121,7 @@ def _stage(comm: dict[str, SubComm], shards: dict[int, M.Params], mb: list, B: i
     return loss, grads
 
 
-def train_mesh(comm: Any, mesh: DeviceMesh, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: M.Params,
+def train_mesh(comm: Comm, mesh: DeviceMesh, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: nn.Params,
                steps: int, lr: float, n_heads: int, micro_batches: int = 1, schedule: str = "1f1b",
                optimizer: str = "sgd", bucket_bytes: int = 1 << 20, compute: tuple[float, float] = (0.0, 0.0)
                ) -> dict[str, Any]:
@@ -250,7 +140,7 @@ def train_mesh(comm: Any, mesh: DeviceMesh, data: Sequence[tuple[np.ndarray, np.
     mine = split_layers(_n_stack(params0), mesh.pp)[p]
     shards = {l: shard_block(layer_params(params0, l), n_heads, mesh.tp, t) for l in mine}
     flat = {f"{l}.{k}": v for l in mine for k, v in shards[l].items()}  # views into shards: updated in place
-    state = M.adam_init(flat) if optimizer == "adam" else None
+    state = nn.adam_init(flat) if optimizer == "adam" else None
     losses, grads = [], {}
     for s in range(steps):
         X, Y = data[s % len(data)]
@@ -262,9 +152,9 @@ def train_mesh(comm: Any, mesh: DeviceMesh, data: Sequence[tuple[np.ndarray, np.
         loss, g = _stage(sub, shards, mb, len(X), n_heads, schedule, compute)
         grads = bucketed_ddp_step(sub["dp"], {k: g[k] for k in flat}, bucket_bytes)
         if state is None:
-            M.sgd_step(flat, grads, lr)
+            nn.sgd_step(flat, grads, lr)
         else:
-            M.adam_step(flat, grads, state, lr)
+            nn.adam_step(flat, grads, state, lr)
         losses.append(loss)
     sent = {a: sub[a].stats.bytes_sent for a in AXES}
     sent["total"] = comm.stats.bytes_sent  # everything this rank sent so far, whichever group it was for
@@ -279,19 +169,19 @@ class MeshResult:
     """A finished mesh run: the full parameters, global losses per step and the per-rank outputs."""
 
     mesh: DeviceMesh
-    params: M.Params
+    params: nn.Params
     losses: list[float]
     values: list[dict[str, Any]]
     run: Any = field(default=None, repr=False)
 
 
-def run_mesh(mesh: DeviceMesh, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: M.Params, steps: int,
+def run_mesh(mesh: DeviceMesh, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: nn.Params, steps: int,
              lr: float, n_heads: int, network: cluster.Network | None = None, timeout: float = 120.0,
              **kwargs: Any) -> MeshResult:
     """``cluster.run(train_mesh, mesh.size)`` on the simulator; merges the stages' layers and the dp losses."""
     res = cluster.run(train_mesh, mesh.size, args=(mesh, data, params0, steps, lr, n_heads), kwargs=kwargs,
                       network=network, timeout=timeout)
-    params: M.Params = {}
+    params: nn.Params = {}
     for v in res.values:
         if v["coords"][:2] == (0, 0):
             params.update({f"{l}.{k}": a for l, blk in v["layers"].items() for k, a in blk.items()})

@@ -16,15 +16,16 @@ from typing import Any
 import numpy as np
 
 from ..collectives import all_gather, all_to_all, ring_allreduce
-from .model import mlp_backward, mlp_forward
+from ..nn import mlp_backward, mlp_forward
 from .moe_dense import (_route, _router, _router_backward, _slots, _stats, capacity, expert_owners,  # noqa: F401
                         moe_backward_dense, moe_forward_dense, moe_init, shard_experts, softmax, tokens_dropped)
+from ..cluster import Comm
 
 __all__ = ["moe_init", "capacity", "expert_owners", "shard_experts", "softmax", "moe_forward_dense",
            "moe_backward_dense", "moe_forward_ep", "moe_backward_ep", "tokens_dropped"]
 
 
-def moe_forward_ep(comm: Any, shard: dict[str, Any], x: np.ndarray, E: int, k: int = 1,
+def moe_forward_ep(comm: Comm, shard: dict[str, Any], x: np.ndarray, E: int, k: int = 1,
                    capacity_factor: float = 1.25) -> tuple[np.ndarray, dict[str, Any]]:
     """Expert-parallel MoE on this rank's tokens x (T_r, d); ``shard`` from ``shard_experts``.
 
@@ -67,7 +68,7 @@ def _gather_rows(outs: dict[int, np.ndarray], tags: np.ndarray, like: np.ndarray
     return res
 
 
-def moe_backward_ep(comm: Any, shard: dict[str, Any], cache: dict[str, Any], dy: np.ndarray,
+def moe_backward_ep(comm: Comm, shard: dict[str, Any], cache: dict[str, Any], dy: np.ndarray,
                     aux_coef: float = 0.0, reduce_router: bool = True) -> tuple[np.ndarray, dict[str, Any]]:
     """Backward of ``moe_forward_ep``: dy rows go to the owners, input gradients come back (all-to-all).
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import linear_backward, linear_forward, mlp_backward, mlp_forward, mlp_init
+from ..nn import linear_backward, linear_forward, mlp_backward, mlp_forward, mlp_init
 
 __all__ = ["moe_init", "capacity", "expert_owners", "shard_experts", "softmax", "moe_forward_dense",
            "moe_backward_dense", "tokens_dropped"]

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from .. import cluster
-from .model import Params, _n_layers, linear_backward, linear_forward, mse_loss, relu, relu_backward
+from ..nn import Params, _n_layers, linear_backward, linear_forward, mse_loss, relu, relu_backward
+from ..cluster import Comm
 
 __all__ = ["split_layers", "layers_forward", "layers_backward", "gpipe_schedule", "one_f_one_b_schedule",
            "SCHEDULES", "bubble_fraction", "OpEvent", "PipelineResult", "pipeline_step", "plot_schedule",
@@ -115,7 +116,7 @@ class PipelineResult:
         return 1.0 - busy / (self.p * self.makespan)
 
 
-def _stage_worker(comm: Any, params: Params, x: np.ndarray, t: np.ndarray, m: int, schedule: str,
+def _stage_worker(comm: Comm, params: Params, x: np.ndarray, t: np.ndarray, m: int, schedule: str,
                   t_fwd: float, t_bwd: float) -> dict[str, Any]:
     p, s = comm.size, comm.rank
     layers = split_layers(_n_layers(params), p)[s]

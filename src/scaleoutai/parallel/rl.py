@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from . import model as M
+from .. import nn
+from ..cluster import Comm
 
 __all__ = ["RLConfig", "ChainEnv", "vtrace", "vtrace_sum", "init_params", "policy_forward", "rollout", "unpack",
            "vtrace_loss", "learner_update", "policy_value", "behaviour_version", "actor_learner_run",
@@ -131,20 +132,20 @@ def vtrace_sum(behaviour_logp: np.ndarray, target_logp: np.ndarray, rewards: np.
 
 # --- policy, actor, learner ----------------------------------------------------------------------
 
-def init_params(cfg: RLConfig) -> M.Params:
+def init_params(cfg: RLConfig) -> nn.Params:
     """One network, two heads: outputs [logit_left, logit_right, V(x)] from a one-hot state."""
     sizes = [cfg.n_states] + ([cfg.hidden] if cfg.hidden else []) + [N_ACTIONS + 1]
-    return M.mlp_init(sizes, seed=cfg.seed)
+    return nn.mlp_init(sizes, seed=cfg.seed)
 
 
-def policy_forward(params: M.Params, states: np.ndarray, cfg: RLConfig) -> tuple[np.ndarray, np.ndarray, Any]:
+def policy_forward(params: nn.Params, states: np.ndarray, cfg: RLConfig) -> tuple[np.ndarray, np.ndarray, Any]:
     """(log pi(.|x) of shape (n, A), V(x) of shape (n,), cache for ``model.mlp_backward``)."""
-    out, cache = M.mlp_forward(params, np.eye(cfg.n_states)[np.asarray(states, dtype=np.int64)])
+    out, cache = nn.mlp_forward(params, np.eye(cfg.n_states)[np.asarray(states, dtype=np.int64)])
     z = out[:, :N_ACTIONS] - out[:, :N_ACTIONS].max(axis=1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True)), out[:, N_ACTIONS], cache
 
 
-def rollout(params: M.Params, env: ChainEnv, rng: np.random.Generator, cfg: RLConfig) -> np.ndarray:
+def rollout(params: nn.Params, env: ChainEnv, rng: np.random.Generator, cfg: RLConfig) -> np.ndarray:
     """T steps of the behaviour policy, packed as [states (T+1), actions, rewards, discounts, log mu]."""
     T = cfg.unroll
     logp_all, _, _ = policy_forward(params, np.arange(cfg.n_states), cfg)
@@ -167,8 +168,8 @@ def unpack(traj: np.ndarray, cfg: RLConfig) -> tuple[np.ndarray, ...]:
             traj[3 * T + 1:4 * T + 1], traj[4 * T + 1:])
 
 
-def vtrace_loss(params: M.Params, traj: np.ndarray, cfg: RLConfig, targets: tuple | None = None
-                ) -> tuple[float, M.Params, dict[str, Any]]:
+def vtrace_loss(params: nn.Params, traj: np.ndarray, cfg: RLConfig, targets: tuple | None = None
+                ) -> tuple[float, nn.Params, dict[str, Any]]:
     """Mean over steps of -A_s log pi(a_s|x_s) + value_coef/2 (v_s - V(x_s))^2 - entropy_coef H_s and its
     gradient. (v_s, A_s) are constants (stop-gradient): computed here by V-trace, or given as ``targets``."""
     states, actions, rewards, disc, blogp = unpack(traj, cfg)
@@ -185,20 +186,20 @@ def vtrace_loss(params: M.Params, traj: np.ndarray, cfg: RLConfig, targets: tupl
     dy = np.zeros((T + 1, N_ACTIONS + 1))
     dy[:T, :N_ACTIONS] = dlogits
     dy[:T, N_ACTIONS] = cfg.value_coef * (values[:T] - vs)
-    _, grads = M.mlp_backward(params, cache, dy / T)
+    _, grads = nn.mlp_backward(params, cache, dy / T)
     stats = {"reward": float(rewards.mean()), "entropy": float(H.mean()),
              "rho": float(np.minimum(cfg.rho_bar, np.exp(tlogp - blogp)).mean()), "vs": vs, "adv": adv}
     return loss, grads, stats
 
 
-def learner_update(params: M.Params, opt: dict, traj: np.ndarray, cfg: RLConfig) -> dict[str, float]:
+def learner_update(params: nn.Params, opt: dict, traj: np.ndarray, cfg: RLConfig) -> dict[str, float]:
     """One V-trace actor-critic step (Adam, in place) on a packed trajectory; returns a few statistics."""
     loss, grads, stats = vtrace_loss(params, traj, cfg)
-    M.adam_step(params, grads, opt, lr=cfg.lr)
+    nn.adam_step(params, grads, opt, lr=cfg.lr)
     return {"loss": loss, "reward": stats["reward"], "entropy": stats["entropy"], "rho": stats["rho"]}
 
 
-def policy_value(params: M.Params, cfg: RLConfig) -> float:
+def policy_value(params: nn.Params, cfg: RLConfig) -> float:
     """Exact expected discounted return from ``start`` under pi: solve (I - gamma P_pi) V = r_pi."""
     n = cfg.n_states
     logp, _, _ = policy_forward(params, np.arange(n), cfg)
@@ -232,14 +233,14 @@ def _check(n_updates: int, n_actors: int, lag: int, every: int) -> None:
         raise ValueError(f"need n_updates >= 0, lag >= 0, every >= 1, got {n_updates}, {lag}, {every}")
 
 
-def _record(curves: dict[str, list], stats: dict[str, float], params: M.Params, cfg: RLConfig, lag: int) -> None:
+def _record(curves: dict[str, list], stats: dict[str, float], params: nn.Params, cfg: RLConfig, lag: int) -> None:
     for k, v in stats.items():
         curves.setdefault(k, []).append(v)
     curves.setdefault("value", []).append(policy_value(params, cfg))
     curves.setdefault("lag", []).append(lag)
 
 
-def actor_learner_run(comm: Any, n_updates: int, lag: int = 0, every: int = 1,
+def actor_learner_run(comm: Comm, n_updates: int, lag: int = 0, every: int = 1,
                       cfg: RLConfig = RLConfig()) -> dict[str, Any]:
     """Rank 0 learns, ranks 1..K-1 act (schedule in the module docstring). Rank 0 returns learning
     curves (per update: value of pi from the start state, mean reward, lag, rho, entropy) and the final
@@ -253,22 +254,22 @@ def actor_learner_run(comm: Any, n_updates: int, lag: int = 0, every: int = 1,
         for u in range(comm.rank - 1, n_updates, n_act):
             v = behaviour_version(u, lag, every)
             if v != version:  # the learner sends exactly the versions this actor will act with, in order
-                params, version = M.unflatten(comm.recv(0), params), v
+                params, version = nn.unflatten(comm.recv(0), params), v
             used.append(version)
             comm.send(rollout(params, env, rng, cfg), 0)
         return {"versions": used}
     needed = {a: {behaviour_version(u, lag, every) for u in range(a - 1, n_updates, n_act)} - {0}
               for a in range(1, comm.size)}
-    opt, curves = M.adam_init(params), {}
+    opt, curves = nn.adam_init(params), {}
     for u in range(n_updates):
         stats = learner_update(params, opt, comm.recv(1 + u % n_act), cfg)
         _record(curves, stats, params, cfg, u - behaviour_version(u, lag, every))
         if (u + 1) % every == 0:
-            flat = M.flatten(params)
+            flat = nn.flatten(params)
             for a in range(1, comm.size):
                 if u + 1 in needed[a]:
                     comm.send(flat, a)
-    return {"curves": curves, "params": M.flatten(params)}
+    return {"curves": curves, "params": nn.flatten(params)}
 
 
 def reference_run(n_updates: int, n_actors: int = 1, lag: int = 0, every: int = 1,
@@ -277,14 +278,14 @@ def reference_run(n_updates: int, n_actors: int = 1, lag: int = 0, every: int = 
     versions. With n_actors = 1, lag = 0, every = 1 it is plain on-policy actor-critic."""
     _check(n_updates, n_actors, lag, every)
     params = init_params(cfg)
-    opt, curves, versions = M.adam_init(params), {}, {0: M.flatten(params)}
+    opt, curves, versions = nn.adam_init(params), {}, {0: nn.flatten(params)}
     streams = {a: _actor_streams(cfg, a) for a in range(1, n_actors + 1)}
     for u in range(n_updates):
         v = behaviour_version(u, lag, every)
         env, rng = streams[1 + u % n_actors]
-        traj = rollout(M.unflatten(versions[v], params), env, rng, cfg)
+        traj = rollout(nn.unflatten(versions[v], params), env, rng, cfg)
         stats = learner_update(params, opt, traj, cfg)
         _record(curves, stats, params, cfg, u - v)
         if (u + 1) % every == 0:
-            versions[u + 1] = M.flatten(params)
-    return {"curves": curves, "params": M.flatten(params)}
+            versions[u + 1] = nn.flatten(params)
+    return {"curves": curves, "params": nn.flatten(params)}

@@ -15,15 +15,15 @@ The naive alternative keeps the same shards but all-gathers the full weights bef
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from ..collectives import all_gather, ring_allreduce
-from . import model as M
-from .zero import block_range
+from ..collectives import all_gather, block_range, ring_allreduce
+from .. import nn
+from ..cluster import Comm
 
-Params = M.Params
+Params = nn.Params
 COL = ("Wq", "Wk", "Wv", "W1", "b1")  # split along the last axis
 ROW = ("Wo", "W2")                     # split along the first axis
 
@@ -35,17 +35,17 @@ __all__ = ["column_parallel_forward", "column_parallel_backward", "row_parallel_
 
 def column_parallel_forward(W_c: np.ndarray, b_c: np.ndarray | None, x: np.ndarray) -> np.ndarray:
     """y_r = x W_r + b_r on replicated x: this rank's output columns, no communication."""
-    return M.linear_forward(W_c, b_c, x)
+    return nn.linear_forward(W_c, b_c, x)
 
 
-def column_parallel_backward(comm: Any, W_c: np.ndarray, x: np.ndarray, dy_c: np.ndarray
+def column_parallel_backward(comm: Comm, W_c: np.ndarray, x: np.ndarray, dy_c: np.ndarray
                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """dx = all-reduce_r(dy_r W_r^T); dW_r, db_r stay local."""
-    dx, dW, db = M.linear_backward(W_c, x, dy_c)
+    dx, dW, db = nn.linear_backward(W_c, x, dy_c)
     return ring_allreduce(comm, dx), dW, db
 
 
-def row_parallel_forward(comm: Any, W_r: np.ndarray, b: np.ndarray | None, x_r: np.ndarray) -> np.ndarray:
+def row_parallel_forward(comm: Comm, W_r: np.ndarray, b: np.ndarray | None, x_r: np.ndarray) -> np.ndarray:
     """y = all-reduce_r(x_r W_r) + b (b replicated, added once after the sum)."""
     y = ring_allreduce(comm, x_r @ W_r)
     return y if b is None else y + b
@@ -54,44 +54,44 @@ def row_parallel_forward(comm: Any, W_r: np.ndarray, b: np.ndarray | None, x_r: 
 def row_parallel_backward(W_r: np.ndarray, x_r: np.ndarray, dy: np.ndarray
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """dx_r = dy W_r^T, dW_r = x_r^T dy, db = sum dy (identical on every rank): no communication."""
-    return M.linear_backward(W_r, x_r, dy)
+    return nn.linear_backward(W_r, x_r, dy)
 
 
-def megatron_mlp_forward(comm: Any, p: Params, x: np.ndarray) -> tuple[np.ndarray, tuple]:
+def megatron_mlp_forward(comm: Comm, p: Params, x: np.ndarray) -> tuple[np.ndarray, tuple]:
     """y = all-reduce_r(GELU(x W1_r + b1_r) W2_r) + b2: exactly one all-reduce."""
     z = column_parallel_forward(p["W1"], p["b1"], x)
-    f = M.gelu(z)
+    f = nn.gelu(z)
     return row_parallel_forward(comm, p["W2"], p["b2"], f), (x, z, f)
 
 
-def megatron_mlp_backward(comm: Any, p: Params, cache: tuple, dy: np.ndarray) -> tuple[np.ndarray, Params]:
+def megatron_mlp_backward(comm: Comm, p: Params, cache: tuple, dy: np.ndarray) -> tuple[np.ndarray, Params]:
     """Backward of ``megatron_mlp_forward``: exactly one all-reduce (of dx)."""
     x, z, f = cache
     g: Params = {}
     df, g["W2"], g["b2"] = row_parallel_backward(p["W2"], f, dy)
-    dx, g["W1"], g["b1"] = column_parallel_backward(comm, p["W1"], x, M.gelu_backward(z, df))
+    dx, g["W1"], g["b1"] = column_parallel_backward(comm, p["W1"], x, nn.gelu_backward(z, df))
     return dx, g
 
 
-def tp_attention_forward(comm: Any, p: Params, x: np.ndarray, n_local_heads: int) -> tuple[np.ndarray, tuple]:
+def tp_attention_forward(comm: Comm, p: Params, x: np.ndarray, n_local_heads: int) -> tuple[np.ndarray, tuple]:
     """Causal attention over this rank's heads, then all-reduce_r(o_r Wo_r): one all-reduce."""
     q, k, v = x @ p["Wq"], x @ p["Wk"], x @ p["Wv"]
     if n_local_heads == 0:  # more ranks than heads: contribute zeros to the sum
         o, att = q, None
     else:
-        o, att = M.causal_attention_forward(q, k, v, n_local_heads)
+        o, att = nn.causal_attention_forward(q, k, v, n_local_heads)
     return ring_allreduce(comm, o @ p["Wo"]), (x, o, att)
 
 
-def tp_attention_backward(comm: Any, p: Params, cache: tuple, dy: np.ndarray) -> tuple[np.ndarray, Params]:
+def tp_attention_backward(comm: Comm, p: Params, cache: tuple, dy: np.ndarray) -> tuple[np.ndarray, Params]:
     """Local head gradients, then all-reduce of dx (the column-parallel Wq/Wk/Wv input gradient)."""
     x, o, att = cache
     g: Params = {}
-    do, g["Wo"], _ = M.linear_backward(p["Wo"], o, dy)
-    dq, dk, dv = (do, do, do) if att is None else M.causal_attention_backward(att, do)
+    do, g["Wo"], _ = nn.linear_backward(p["Wo"], o, dy)
+    dq, dk, dv = (do, do, do) if att is None else nn.causal_attention_backward(att, do)
     dx = np.zeros_like(x)
     for name, d in (("Wq", dq), ("Wk", dk), ("Wv", dv)):
-        ddx, g[name], _ = M.linear_backward(p[name], x, d)
+        ddx, g[name], _ = nn.linear_backward(p[name], x, d)
         dx += ddx
     return ring_allreduce(comm, dx), g
 
@@ -113,7 +113,7 @@ def shard_block(params: Params, n_heads: int, K: int, r: int) -> Params:
     return out
 
 
-def gather_block(comm: Any, shard: Params) -> Params:
+def gather_block(comm: Comm, shard: Params) -> Params:
     """All-gather every sharded tensor back into the full block parameters (replicated ones as they are)."""
     out = dict(shard)
     for k in COL:
@@ -123,72 +123,72 @@ def gather_block(comm: Any, shard: Params) -> Params:
     return out
 
 
-def tp_block_forward(comm: Any, shard: Params, x: np.ndarray, n_heads: int) -> tuple[np.ndarray, tuple]:
+def tp_block_forward(comm: Comm, shard: Params, x: np.ndarray, n_heads: int) -> tuple[np.ndarray, tuple]:
     """The pre-LN block with Megatron attention and MLP: two all-reduces in forward."""
     _, _, n_local = _slices(n_heads, x.shape[-1], 1, comm.size, comm.rank)
     p = shard
-    h1, ln1 = M.layer_norm_forward(x, p["ln1_g"], p["ln1_b"])
+    h1, ln1 = nn.layer_norm_forward(x, p["ln1_g"], p["ln1_b"])
     a, att = tp_attention_forward(comm, p, h1, n_local)
     x2 = x + a
-    h2, ln2 = M.layer_norm_forward(x2, p["ln2_g"], p["ln2_b"])
+    h2, ln2 = nn.layer_norm_forward(x2, p["ln2_g"], p["ln2_b"])
     m, mlp = megatron_mlp_forward(comm, p, h2)
     return x2 + m, (ln1, att, ln2, mlp)
 
 
-def tp_block_backward(comm: Any, shard: Params, cache: tuple, dy: np.ndarray) -> tuple[np.ndarray, Params]:
+def tp_block_backward(comm: Comm, shard: Params, cache: tuple, dy: np.ndarray) -> tuple[np.ndarray, Params]:
     """Backward of ``tp_block_forward``: two all-reduces; grads have the shard's shapes."""
     ln1, att, ln2, mlp = cache
     p = shard
     dh2, g = megatron_mlp_backward(comm, p, mlp, dy)
-    dx2, g["ln2_g"], g["ln2_b"] = M.layer_norm_backward(p["ln2_g"], ln2, dh2)
+    dx2, g["ln2_g"], g["ln2_b"] = nn.layer_norm_backward(p["ln2_g"], ln2, dh2)
     dx2 = dx2 + dy
     dh1, ga = tp_attention_backward(comm, p, att, dx2)
     g.update(ga)
-    dx, g["ln1_g"], g["ln1_b"] = M.layer_norm_backward(p["ln1_g"], ln1, dh1)
+    dx, g["ln1_g"], g["ln1_b"] = nn.layer_norm_backward(p["ln1_g"], ln1, dh1)
     return dx + dx2, g
 
 
-def naive_tp_block_forward(comm: Any, shard: Params, x: np.ndarray, n_heads: int) -> tuple[np.ndarray, tuple]:
+def naive_tp_block_forward(comm: Comm, shard: Params, x: np.ndarray, n_heads: int) -> tuple[np.ndarray, tuple]:
     """All-gather the full weights, then the dense block: weights move instead of activations."""
     full = gather_block(comm, shard)
-    y, cache = M.block_forward(full, x, n_heads)
+    y, cache = nn.block_forward(full, x, n_heads)
     return y, (full, cache)
 
 
-def naive_tp_block_backward(comm: Any, shard: Params, cache: tuple, dy: np.ndarray, n_heads: int
+def naive_tp_block_backward(comm: Comm, shard: Params, cache: tuple, dy: np.ndarray, n_heads: int
                             ) -> tuple[np.ndarray, Params]:
     """Dense backward with the gathered weights; each rank keeps its shard of the gradients."""
     full, c = cache
-    dx, g = M.block_backward(full, c, dy, n_heads)
+    dx, g = nn.block_backward(full, c, dy, n_heads)
     return dx, shard_block(g, n_heads, comm.size, comm.rank)
 
 
 def block_mse(params: Params, x: np.ndarray, y: np.ndarray, n_heads: int) -> tuple[float, Params]:
-    """Single-device reference loss-and-gradient: MSE of ``block_forward`` (use with ddp.train_single)."""
-    out, cache = M.block_forward(params, x, n_heads)
-    loss, dy = M.mse_loss(out, y)
-    return loss, M.block_backward(params, cache, dy, n_heads)[1]
+    """Single-device reference loss-and-gradient: MSE of ``block_forward`` (use with ddp.reference_train)."""
+    out, cache = nn.block_forward(params, x, n_heads)
+    loss, dy = nn.mse_loss(out, y)
+    return loss, nn.block_backward(params, cache, dy, n_heads)[1]
 
 
-def train_tp(comm: Any, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: Params, steps: int, lr: float,
+def train_tp(comm: Comm, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: Params, steps: int, lr: float,
              n_heads: int, optimizer: str = "sgd", naive: bool = False) -> tuple[Params, list[float]]:
     """Tensor-parallel training of one block on replicated batches; returns (gathered params, losses)."""
     if optimizer not in ("sgd", "adam"):
         raise ValueError(f"optimizer={optimizer!r} is not supported: choose 'sgd' or 'adam'")
     shard = shard_block(params0, n_heads, comm.size, comm.rank)
-    state = M.adam_init(shard) if optimizer == "adam" else None
+    state = nn.adam_init(shard) if optimizer == "adam" else None
     fwd = functools.partial(naive_tp_block_forward, n_heads=n_heads) if naive else \
         functools.partial(tp_block_forward, n_heads=n_heads)
     losses = []
     for s in range(steps):
         X, Y = data[s % len(data)]
         out, cache = fwd(comm, shard, X)
-        loss, dy = M.mse_loss(out, Y)
+        loss, dy = nn.mse_loss(out, Y)
         _, g = (naive_tp_block_backward(comm, shard, cache, dy, n_heads) if naive
                 else tp_block_backward(comm, shard, cache, dy))
         if state is None:
-            M.sgd_step(shard, g, lr)
+            nn.sgd_step(shard, g, lr)
         else:
-            M.adam_step(shard, g, state, lr)
+            nn.adam_step(shard, g, state, lr)
         losses.append(loss)
     return gather_block(comm, shard), losses

@@ -23,22 +23,16 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..collectives import all_gather, reduce_scatter, ring_allreduce
-from . import model as M
+from ..collectives import all_gather, block_range, reduce_scatter, ring_allreduce
+from .. import nn
 from .ddp import LossGrad, combine_tied, copy_params, local_gradient, mlp_mse, param_groups
+from ..cluster import Comm
 
-__all__ = ["block_range", "memory_model", "held_bytes", "zero_init", "zero_step", "zero_full_params",
+__all__ = ["memory_model", "held_bytes", "zero_init", "zero_step", "zero_full_params",
            "train_zero"]
 
-Params = M.Params
+Params = nn.Params
 MIXED_BYTES = (2, 2, 12)
-
-
-def block_range(n: int, K: int, r: int) -> tuple[int, int]:
-    """[lo, hi) of block r in ``np.array_split`` of n elements into K blocks."""
-    q, rem = divmod(n, K)
-    lo = r * q + min(r, rem)
-    return lo, lo + q + (1 if r < rem else 0)
 
 
 def memory_model(psi: int, K: int, stage: int, bytes_per: tuple[float, float, float] = MIXED_BYTES,
@@ -72,7 +66,7 @@ def held_bytes(state: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def zero_init(comm: Any, params0: Params, stage: int, mixed: bool = False, frozen: Iterable[str] = ()
+def zero_init(comm: Comm, params0: Params, stage: int, mixed: bool = False, frozen: Iterable[str] = ()
               ) -> dict[str, Any]:
     """Every rank builds the same flat vector and keeps what its stage says it owns."""
     if stage not in (0, 1, 2, 3):
@@ -80,7 +74,7 @@ def zero_init(comm: Any, params0: Params, stage: int, mixed: bool = False, froze
     params0 = copy_params(params0)
     groups = param_groups(params0, frozen)
     like = {k: params0[k] for k in groups}
-    vec = M.flatten(like)
+    vec = nn.flatten(like)
     lo, hi = block_range(vec.size, comm.size, comm.rank) if stage >= 1 else (0, vec.size)
     owned = vec[lo:hi].copy()
     pdtype = np.float16 if mixed else vec.dtype
@@ -94,12 +88,12 @@ def zero_init(comm: Any, params0: Params, stage: int, mixed: bool = False, froze
     return st
 
 
-def _full_vector(comm: Any, st: dict[str, Any]) -> np.ndarray:
+def _full_vector(comm: Comm, st: dict[str, Any]) -> np.ndarray:
     return all_gather(comm, st["params"]) if st["stage"] == 3 else st["params"]
 
 
 def _as_params(st: dict[str, Any], vec: np.ndarray) -> Params:
-    params = M.unflatten(vec, st["like"])
+    params = nn.unflatten(vec, st["like"])
     for k, keys in st["groups"].items():
         for other in keys[1:]:
             params[other] = params[k]
@@ -107,14 +101,14 @@ def _as_params(st: dict[str, Any], vec: np.ndarray) -> Params:
     return params
 
 
-def zero_step(comm: Any, st: dict[str, Any], x: np.ndarray, y: np.ndarray, B: int, lr: float,
+def zero_step(comm: Comm, st: dict[str, Any], x: np.ndarray, y: np.ndarray, B: int, lr: float,
               betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, accum: int = 1,
               loss_grad: LossGrad = mlp_mse) -> float:
     """One ZeRO Adam step on this rank's shard (x, y) of a global batch of B samples; returns its loss share."""
     stage, lo, hi = st["stage"], st["lo"], st["hi"]
     full = _full_vector(comm, st)  # stage 3: gathered here, dropped when this function returns
     loss, g = local_gradient(_as_params(st, full), x, y, B, accum, loss_grad)
-    gflat = M.flatten(combine_tied(g, st["groups"]))  # sorted canonical keys: the vector's order
+    gflat = nn.flatten(combine_tied(g, st["groups"]))  # sorted canonical keys: the vector's order
     del full, g
     if stage <= 1:
         st["grads"] = ring_allreduce(comm, gflat)
@@ -123,11 +117,11 @@ def zero_step(comm: Any, st: dict[str, Any], x: np.ndarray, y: np.ndarray, B: in
         st["grads"] = mine = reduce_scatter(comm, gflat)
     st["t"] += 1
     if st["mixed"]:
-        M.adam_update(st["master"], mine.astype(np.float32), st["m"], st["v"], st["t"], lr, betas, eps)
+        nn.adam_update(st["master"], mine.astype(np.float32), st["m"], st["v"], st["t"], lr, betas, eps)
         new = st["master"].astype(np.float16)
     else:
         new = st["params"][lo:hi] if stage <= 2 else st["params"]
-        M.adam_update(new, mine, st["m"], st["v"], st["t"], lr, betas, eps)  # in place (a view for 0-2)
+        nn.adam_update(new, mine, st["m"], st["v"], st["t"], lr, betas, eps)  # in place (a view for 0-2)
     if stage == 0:
         st["params"] = new
     elif stage in (1, 2):
@@ -137,7 +131,7 @@ def zero_step(comm: Any, st: dict[str, Any], x: np.ndarray, y: np.ndarray, B: in
     return loss
 
 
-def zero_full_params(comm: Any, st: dict[str, Any]) -> Params:
+def zero_full_params(comm: Comm, st: dict[str, Any]) -> Params:
     """All-gather the (master) parameters into a full ``Params`` dict, ties and frozen keys restored."""
     if st["mixed"]:
         mine = st["master"]
@@ -147,7 +141,7 @@ def zero_full_params(comm: Any, st: dict[str, Any]) -> Params:
     return _as_params(st, vec)
 
 
-def train_zero(comm: Any, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: Params, steps: int,
+def train_zero(comm: Comm, data: Sequence[tuple[np.ndarray, np.ndarray]], params0: Params, steps: int,
                lr: float, stage: int, mixed: bool = False, accum: int = 1,
                betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, frozen: Iterable[str] = (),
                loss_grad: LossGrad = mlp_mse) -> dict[str, Any]:

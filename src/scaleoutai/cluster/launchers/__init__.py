@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 from typing import Mapping, Sequence
 
+from ...errors import UserError
+
 SCALES = ("local", "torchrun", "slurm", "ray")
 
 __all__ = ["run_script", "SCALES"]
 
 
 def _check(script: str, scale: str, workers: int, nodes: int, gpus_per_node: int, timeout: float | None) -> None:
-    from ...cli import UserError
-
     if scale not in SCALES:
         raise UserError(f"unknown scale {scale!r}: choose one of {', '.join(SCALES)}")
     if not os.path.isfile(script):

@@ -4,12 +4,11 @@ from __future__ import annotations
 import argparse
 
 from . import SCALES
+from ...errors import UserError
 
 
 def _run(args: argparse.Namespace) -> int:
     from . import run_script
-
-    from ...cli import UserError
 
     # argparse cannot mix options after a positional with "-- ARGS", so the part after the script is
     # parsed here: options up to "--" belong to scaleout, everything after it to the script.
@@ -34,8 +33,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _parse_env(item: str) -> tuple[str, str]:
-    from ...cli import UserError
-
     key, sep, value = item.partition("=")
     if not sep or not key:
         raise UserError(f"--env {item!r}: write NAME=VALUE")
@@ -43,7 +40,7 @@ def _parse_env(item: str) -> tuple[str, str]:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from ...doctor import main
+    from ..doctor import main
 
     return main(as_json=args.json)
 

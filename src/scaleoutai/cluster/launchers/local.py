@@ -7,24 +7,16 @@ that exits non-zero ends the group (its whole process group is killed) and its s
 """
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 import threading
 import time
 from typing import Mapping, Sequence
 
-from ..spawn import kill, relay
+from ..procs import free_port, kill
+from ..spawn import relay
 
 TIMEOUT_STATUS = 124  # what coreutils `timeout` returns: scripts and CI read it the same way
-
-
-def free_port() -> int:
-    """A TCP port the OS considers free on loopback now (the rendezvous binds it a moment later)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_group(cmds: Sequence[Sequence[str]], envs: Sequence[Mapping[str, str]], labels: Sequence[int | str],

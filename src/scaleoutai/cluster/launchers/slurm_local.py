@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from ..procs import free_ports, stop
 
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "sinfo")
 
@@ -37,20 +38,6 @@ def unavailable_reason() -> str | None:
     if missing:
         return f"missing {', '.join(missing)}: run environments/slurm/install-ci.sh (apt slurm-wlm munge)"
     return None
-
-
-def _free_ports(n: int) -> list[int]:
-    import socket
-
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def _node_line() -> str:
@@ -98,7 +85,7 @@ class LocalSlurm:
                      f"--seed-file={d / 'munged.seed'}"], "munged.out")
 
     def _write_conf(self) -> None:
-        ctld_port, slurmd_port = _free_ports(2)
+        ctld_port, slurmd_port = free_ports(2)
         for sub in ("state", "spool"):
             (self.root / sub).mkdir(exist_ok=True)
         r = self.root
@@ -151,18 +138,7 @@ class LocalSlurm:
 
     def stop(self) -> None:
         """Kill the daemons (and anything they left in their process groups), remove the folder."""
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        for p in reversed(self.procs):
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=10)
+        stop(list(reversed(self.procs)))
         self.procs.clear()
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .cluster import PeerCrashedError
+from ..cluster import Comm, PeerCrashedError
 
 __all__ = ["majority", "min_nodes", "max_faults", "bully_election", "replicate_log", "TERM"]
 
@@ -50,7 +50,7 @@ def _msg(*xs: int) -> np.ndarray:
     return np.array(xs, dtype=np.int64)
 
 
-def bully_election(comm: Any) -> int:
+def bully_election(comm: Comm) -> int:
     """Bully election: the highest rank that survives the election leads. Returns the leader's rank.
 
     1. ELECTION: rank r sends to every higher rank.   2. OK: r answers each lower rank it heard from.
@@ -88,7 +88,7 @@ def bully_election(comm: Any) -> int:
     return leader
 
 
-def replicate_log(comm: Any, commands: Sequence[int], leader: int = 0) -> dict[str, Any]:
+def replicate_log(comm: Comm, commands: Sequence[int], leader: int = 0) -> dict[str, Any]:
     """A Raft-style replicated log with a fixed term and leader (no elections, no log repair).
 
     The leader sends AppendEntries [term, index, command, leader_commit] to each live follower, one

@@ -6,7 +6,7 @@ For a loss averaged over N examples split into K shards of sizes N_k (sum_k N_k 
 
 where L_k is the average loss on shard k. Each worker sees only its shard, yet the weighted sum of
 their gradients is the single-machine gradient: splitting the work is exact, not an approximation.
-Shards follow ``np.array_split``: sizes differ by at most one, and shards are empty when K > N.
+Shards follow ``collectives.block_bounds`` (``np.array_split``'s cut): sizes differ by at most one, and shards are empty when K > N.
 
     linear_mse_gradient        the single-machine reference, (2/N) X^T (X w - y)
     naive_sharded_gradient     gather the weighted gradients at rank 0, sum there, broadcast back
@@ -14,33 +14,19 @@ Shards follow ``np.array_split``: sizes differ by at most one, and shards are em
 """
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
-from .collectives import _blocks, _flat_broadcast, _flat_reduce, ring_allreduce
+from ..collectives import block_range, naive_allreduce, ring_allreduce
+from ..cluster import Comm
 
-__all__ = ["shard_bounds", "shard", "linear_mse_gradient", "local_weighted_gradient", "sharded_gradient",
+__all__ = ["shard", "linear_mse_gradient", "local_weighted_gradient", "sharded_gradient",
            "naive_sharded_gradient"]
-
-
-def shard_bounds(n: int, K: int) -> list[tuple[int, int]]:
-    """[start, stop) of each of K shards of n items, exactly as ``np.array_split`` cuts them.
-
-    The first n mod K shards hold ceil(n/K) items, the rest floor(n/K); with K > n the last K - n are empty.
-    """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValueError(f"shard_bounds needs a count n >= 0, got {n!r}")
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
-        raise ValueError(f"shard_bounds needs K >= 1 workers, got {K!r}")
-    return [(b.start, b.stop) for b in _blocks(int(n), int(K))]
 
 
 def shard(x: np.ndarray, K: int, rank: int) -> np.ndarray:
     """Rank ``rank``'s shard of ``x`` along axis 0 (a view): ``np.array_split(x, K)[rank]``."""
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 0 <= rank < K:
-        raise ValueError(f"rank={rank!r} is not one of the K={K} workers: choose 0..{K - 1}")
-    start, stop = shard_bounds(len(x), K)[rank]
+    start, stop = block_range(len(x), K, rank)
     return x[start:stop]
 
 
@@ -72,7 +58,7 @@ def local_weighted_gradient(X: np.ndarray, y: np.ndarray, w: np.ndarray, K: int,
     return g * (Xk.shape[0] / N) if N else g
 
 
-def sharded_gradient(comm: Any, X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+def sharded_gradient(comm: Comm, X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Every rank returns grad L(w) = sum_k (N_k/N) grad L_k(w), summed by ring all-reduce.
 
     Each rank reads only its own shard of X and y. Per rank the ring moves 2(K-1)/K of the d-vector.
@@ -81,10 +67,10 @@ def sharded_gradient(comm: Any, X: np.ndarray, y: np.ndarray, w: np.ndarray) -> 
     return ring_allreduce(comm, g, "sum")
 
 
-def naive_sharded_gradient(comm: Any, X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+def naive_sharded_gradient(comm: Comm, X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """The same sum, gathered at rank 0 (which adds the K terms) and sent back to every rank.
 
     Rank 0 receives and sends (K-1) d-vectors: its link carries K-1 times the ring's traffic per rank.
     """
     g = local_weighted_gradient(X, y, w, comm.size, comm.rank)
-    return _flat_broadcast(comm, _flat_reduce(comm, g, 0, "sum"), 0)
+    return naive_allreduce(comm, g, "sum")

@@ -17,6 +17,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..cluster import Comm
+
 __all__ = ["LamportClock", "VectorClock", "happened_before", "concurrent", "ClockEvent", "clock_worker",
            "run_clocks", "causal_order", "check_script", "plot_spacetime"]
 
@@ -122,7 +124,7 @@ def check_script(script: Sequence[Sequence[Event]]) -> int:
     return K
 
 
-def clock_worker(comm: Any, script: Sequence[Sequence[Event]], payload_size: int = 1) -> list[ClockEvent]:
+def clock_worker(comm: Comm, script: Sequence[Sequence[Event]], payload_size: int = 1) -> list[ClockEvent]:
     """Run this rank's part of ``script``; each message is [payload..., lamport, vector...] as int64."""
     lam, vec = LamportClock(), VectorClock(comm.rank, comm.size)
     out = []
@@ -145,7 +147,7 @@ def clock_worker(comm: Any, script: Sequence[Sequence[Event]], payload_size: int
 def run_clocks(script: Sequence[Sequence[Event]], backend: str = "sim", trace: bool = False,
                timeout: float = 60.0) -> tuple[list[list[ClockEvent]], Any]:
     """Run ``script`` on a cluster of K = len(script) ranks; return each rank's events and the RunResult."""
-    from . import cluster
+    from .. import cluster
 
     K = check_script(script)
     res = cluster.run(clock_worker, K, backend=backend, args=([list(map(tuple, s)) for s in script],),

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from scaleoutai.parallel import model as M
+from scaleoutai import nn
 
 
 def _close(a, b, rtol=1e-5, atol=1e-8):
@@ -13,18 +13,18 @@ def _close(a, b, rtol=1e-5, atol=1e-8):
 @pytest.mark.parametrize("sizes", [[3, 5, 2], [4, 6, 7, 3], [2, 1]])
 def test_mlp_gradients_match_finite_differences(sizes):
     rng = np.random.default_rng(1)
-    p = M.mlp_init(sizes, seed=2)
+    p = nn.mlp_init(sizes, seed=2)
     x, t = rng.standard_normal((5, sizes[0])), rng.standard_normal((5, sizes[-1]))
 
     def f(pp):
-        return M.mse_loss(M.mlp_forward(pp, x)[0], t)[0]
+        return nn.mse_loss(nn.mlp_forward(pp, x)[0], t)[0]
 
-    y, cache = M.mlp_forward(p, x)
+    y, cache = nn.mlp_forward(p, x)
     assert y.shape == (5, sizes[-1])
-    dx, g = M.mlp_backward(p, cache, M.mse_loss(y, t)[1])
+    dx, g = nn.mlp_backward(p, cache, nn.mse_loss(y, t)[1])
     assert set(g) == set(p) and all(g[k].shape == p[k].shape for k in p)
-    _close(g, M.numerical_gradient(f, p))
-    num_dx = M.numerical_gradient(lambda d: M.mse_loss(M.mlp_forward(p, d["x"])[0], t)[0], {"x": x.copy()})
+    _close(g, nn.numerical_gradient(f, p))
+    num_dx = nn.numerical_gradient(lambda d: nn.mse_loss(nn.mlp_forward(p, d["x"])[0], t)[0], {"x": x.copy()})
     np.testing.assert_allclose(dx, num_dx["x"], rtol=1e-5, atol=1e-8)
 
 
@@ -32,27 +32,27 @@ def test_mlp_gradients_match_finite_differences(sizes):
 def test_block_gradients_match_finite_differences(shape, n_heads):
     d = shape[-1]
     rng = np.random.default_rng(3)
-    p = M.block_init(d, n_heads, 2 * d, seed=4)
+    p = nn.block_init(d, n_heads, 2 * d, seed=4)
     x, w = rng.standard_normal(shape), rng.standard_normal(shape)
 
     def f(pp, xx=x):
-        return float((M.block_forward(pp, xx, n_heads)[0] * w).sum())
+        return float((nn.block_forward(pp, xx, n_heads)[0] * w).sum())
 
-    y, cache = M.block_forward(p, x, n_heads)
+    y, cache = nn.block_forward(p, x, n_heads)
     assert y.shape == x.shape
-    dx, g = M.block_backward(p, cache, w, n_heads)
+    dx, g = nn.block_backward(p, cache, w, n_heads)
     assert set(g) == set(p) and all(g[k].shape == p[k].shape for k in p)
-    _close(g, M.numerical_gradient(f, p))
-    np.testing.assert_allclose(dx, M.numerical_gradient(lambda dd: f(p, dd["x"]), {"x": x.copy()})["x"],
+    _close(g, nn.numerical_gradient(f, p))
+    np.testing.assert_allclose(dx, nn.numerical_gradient(lambda dd: f(p, dd["x"]), {"x": x.copy()})["x"],
                                rtol=1e-5, atol=1e-8)
 
 
 def test_block_attention_is_causal():
-    p = M.block_init(8, 2, 16, seed=0)
+    p = nn.block_init(8, 2, 16, seed=0)
     x = np.random.default_rng(0).standard_normal((1, 5, 8))
     x2 = x.copy()
     x2[0, 3:] += 1.0  # changing later tokens must not change earlier outputs
-    y, y2 = M.block_forward(p, x, 2)[0], M.block_forward(p, x2, 2)[0]
+    y, y2 = nn.block_forward(p, x, 2)[0], nn.block_forward(p, x2, 2)[0]
     np.testing.assert_array_equal(y[0, :3], y2[0, :3])
     assert not np.allclose(y[0, 3:], y2[0, 3:])
 
@@ -60,42 +60,42 @@ def test_block_attention_is_causal():
 def test_softmax_cross_entropy_gradient_and_value():
     rng = np.random.default_rng(5)
     logits, labels = rng.standard_normal((4, 3, 6)), rng.integers(0, 6, size=(4, 3))
-    loss, d = M.softmax_cross_entropy(logits, labels)
+    loss, d = nn.softmax_cross_entropy(logits, labels)
     p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     ref = -np.mean(np.log(np.take_along_axis(p, labels[..., None], -1)))
     assert loss == pytest.approx(ref, rel=1e-12)
-    num = M.numerical_gradient(lambda q: M.softmax_cross_entropy(q["z"], labels)[0], {"z": logits.copy()})
+    num = nn.numerical_gradient(lambda q: nn.softmax_cross_entropy(q["z"], labels)[0], {"z": logits.copy()})
     np.testing.assert_allclose(d, num["z"], rtol=1e-5, atol=1e-9)
 
 
 def test_flatten_unflatten_round_trip_in_sorted_key_order():
-    p = M.block_init(4, 2, 6, seed=1, dtype=np.float32)
-    v = M.flatten(p)
+    p = nn.block_init(4, 2, 6, seed=1, dtype=np.float32)
+    v = nn.flatten(p)
     assert v.dtype == np.float32 and v.size == sum(a.size for a in p.values())
     assert np.array_equal(v[:p["W1"].size], p["W1"].ravel())  # "W1" sorts first (uppercase)
-    q = M.unflatten(v, p)
+    q = nn.unflatten(v, p)
     assert list(q) == sorted(p) and all(np.array_equal(q[k], p[k]) and q[k].dtype == np.float32 for k in p)
-    h = M.unflatten(v.astype(np.float16), p)
+    h = nn.unflatten(v.astype(np.float16), p)
     assert all(a.dtype == np.float16 for a in h.values())
     with pytest.raises(ValueError, match="expected"):
-        M.unflatten(v[:-1], p)
+        nn.unflatten(v[:-1], p)
 
 
 def test_mlp_init_shapes_dtype_and_bad_sizes():
-    p = M.mlp_init([3, 4, 2], seed=0, dtype=np.float32)
+    p = nn.mlp_init([3, 4, 2], seed=0, dtype=np.float32)
     assert sorted(p) == ["W0", "W1", "b0", "b1"]
     assert p["W0"].shape == (3, 4) and p["b1"].shape == (2,) and p["W1"].dtype == np.float32
     with pytest.raises(ValueError, match="sizes"):
-        M.mlp_init([3])
+        nn.mlp_init([3])
 
 
 def test_adam_step_matches_closed_form_first_step_and_sgd_skips_frozen():
     p = {"a": np.array([1.0, -2.0]), "b": np.array([3.0])}
     g = {"a": np.array([0.5, -4.0])}
-    st = M.adam_init(p)
-    M.adam_step(p, g, st, lr=0.1)
+    st = nn.adam_init(p)
+    nn.adam_step(p, g, st, lr=0.1)
     # first Adam step moves by lr * sign(g) (up to eps)
     np.testing.assert_allclose(p["a"], [0.9, -1.9], rtol=1e-7)
     assert st["t"] == 1 and p["b"][0] == 3.0
-    M.sgd_step(p, {"b": np.array([1.0])}, lr=0.5)
+    nn.sgd_step(p, {"b": np.array([1.0])}, lr=0.5)
     assert p["b"][0] == 2.5 and p["a"][0] == pytest.approx(0.9)

@@ -1,4 +1,4 @@
-"""Chapter 19: scaling laws and utilisation: how big a model, on how many tokens, at what efficiency.
+"""Scaling laws and utilisation (Chapter 19, used by every part that sizes a model): how big a model, on how many tokens, at what efficiency.
 
 Scaling laws (Hoffmann et al. 2022): L(N, D) = E + A / N^alpha + B / D^beta, compute C = 6 N D, and
 MFU = 6 N * tokens/s / peak FLOP/s (H100 SXM dense bf16: 989 TFLOP/s).

@@ -1,9 +1,9 @@
-"""Part IV reference model (Chapters 15-19): a NumPy MLP and a pre-LN transformer block, gradients by hand.
+"""Shared NumPy models (Chapters 15-21 and every later part): an MLP and a pre-LN transformer block, backward by hand.
 
 Everything is functional: parameters are a ``Params`` dict of arrays, ``*_forward`` returns
 ``(output, cache)`` and ``*_backward(params, cache, dy)`` returns ``(dx, grads)`` with the same keys as
-``params``. This is the single-device reference every parallel scheme (DDP, ZeRO, tensor, pipeline,
-expert parallelism) must reproduce. Shapes: the MLP takes ``x`` of shape (..., sizes[0]); the block takes
+``params``. This is the single-device reference every parallel scheme (DDP, ZeRO, tensor, pipeline, expert
+parallelism, and the parts after Part IV) must reproduce. Shapes: the MLP takes ``x`` of shape (..., sizes[0]); the block takes
 (B, T, d_model) or (T, d_model).
 
 ``flatten`` orders tensors by sorted key; ``unflatten`` inverts it. Optimizers update in place.
