@@ -43,7 +43,7 @@ SEED = 0
 # ## 1. Motivation: which ceiling binds
 #
 # Here the ceiling is **reliability**. If one accelerator (with its host, links and power) fails on
-# average once every $m$ hours, independently, a job on $N$ of them sees a failure every $m/N$ hours:
+# average once every $m$ hours, independently, a job on $K$ of them sees a failure every $m/K$ hours:
 
 # %%
 import os
@@ -63,7 +63,7 @@ from scaleoutai.parallel import elastic
 from scaleoutai.nn import flatten, mlp_backward, mlp_forward, mlp_init, mse_loss, unflatten
 
 m_hours = 5 * 365 * 24  # one failure per device every 5 years
-print(f"{'devices N':>10} {'mean time between failures of the job':>40}")
+print(f"{'devices K':>10} {'mean time between failures of the job':>40}")
 for n in (8, 512, 4096, 16384, 100_000):
     mtbf = m_hours / n
     print(f"{n:>10} {mtbf:>34.1f} h ({mtbf * 60:,.0f} min)")

@@ -1,4 +1,4 @@
-"""``scaleout notebooks build|run|list`` and ``scaleout lab``."""
+"""``scaleout notebooks build|run|list|check`` and ``scaleout lab``."""
 from __future__ import annotations
 
 import argparse
@@ -63,6 +63,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """The chapter conventions and the notation lint over chapters/ (what CI checks), one line per finding."""
+    from .conventions import check_chapter
+    from .notation import lint_source, load_notation
+
+    root = find_repo_root()
+    table = root / "chapters" / "notation.yaml"
+    if not table.is_file():
+        raise UserError(f"no notation table at {table}: run this inside the course checkout")
+    try:
+        symbols = load_notation(table)
+    except ValueError as exc:
+        raise _user_error(exc) from None
+    chapters = [p for p in _sources(args.pattern) if (root / "chapters") in p.parents]
+    findings = [f for p in chapters for f in (*check_chapter(p), *lint_source(p, symbols))]
+    for line in findings:
+        print(line)
+    print(f"{len(chapters)} chapter(s) checked: " + (f"{len(findings)} finding(s)" if findings else "all follow the conventions"))
+    return 1 if findings else 0
+
+
 def cmd_lab(args: argparse.Namespace) -> int:
     from .lab import lab
 
@@ -98,6 +119,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     listing = sub.add_parser("list", help="list the notebook sources and whether each has a parameters cell")
     listing.set_defaults(func=cmd_list)
+
+    check = sub.add_parser("check", help="chapter conventions (sections, show, research directions) and notation lint")
+    check.add_argument("pattern", nargs="?", help="chapter folder or notebook name: text or glob ('04', '*comm*')")
+    check.set_defaults(func=cmd_check)
 
     release = subparsers.add_parser("release", help="write the student edition: chapters, released labs, library")
     release.add_argument("what", choices=["course"], help="what to release (the whole course)")

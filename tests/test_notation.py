@@ -1,0 +1,57 @@
+"""Notation lint (Appendix C): no chapter or lab uses a book symbol with another meaning, and the lint
+catches each way of doing so (P for devices, N for GPUs, b for bytes, eta for an efficiency)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scaleoutai.notebooks.notation import lint_source, load_notation
+
+REPO = Path(__file__).resolve().parents[1]
+TABLE = REPO / "chapters" / "notation.yaml"
+SOURCES = sorted([*REPO.glob("chapters/*/*.py"), *REPO.glob("labs/*/*.py")])
+
+
+def test_the_notation_table_holds_appendix_c():
+    symbols = {s.name: s for s in load_notation(TABLE)}
+    for name in ("K", "N", "P", "b", "B", "\\eta", "\\alpha", "\\beta", "S_p", "E_p", "f", "p"):
+        assert name in symbols, f"{name} missing from chapters/notation.yaml"
+    assert "parameters" in symbols["P"].meaning and "device" in symbols["P"].never
+    assert "batch" in symbols["b"].meaning and "byte" in symbols["b"].never
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[p.stem for p in SOURCES])
+def test_no_symbol_is_used_with_another_meaning(source):
+    findings = lint_source(source, load_notation(TABLE))
+    assert not findings, "\n".join(findings)
+
+
+@pytest.mark.parametrize("prose, flagged", [
+    ("Run on $P$ devices with a ring.", True),
+    ("A mesh of $P = 8$ GPUs.", True),
+    ("Each of the $N$ workers holds a shard.", True),
+    ("Spread $N$ GPUs over two nodes.", True),
+    ("Let $b$ be the number of bytes per value.", False),
+    ("$b$ is the number of bytes per value.", True),
+    ("the number of devices $P$ grows", True),
+    ("over devices ($P$) and", True),
+    ("$\\eta$ denotes the parallel efficiency", True),
+    ("the model has $P$ parameters on $K$ devices", False),
+    ("a batch of $b$ examples per worker, $B = K b$", False),
+    ("with step size $\\eta$ the loss falls", False),
+])
+def test_the_lint_flags_a_symbol_defined_as_something_else(tmp_path, prose, flagged):
+    path = tmp_path / "chapter.py"
+    path.write_text(f"# %% [markdown]\n# # Chapter 99. Test\n#\n# {prose}\n")
+    findings = lint_source(path, load_notation(TABLE))
+    assert bool(findings) == flagged, findings
+    if flagged:
+        assert findings[0].startswith("chapter.py:4: ") and "Appendix C" in findings[0]
+
+
+def test_a_malformed_table_is_one_readable_error(tmp_path):
+    bad = tmp_path / "notation.yaml"
+    bad.write_text("symbols:\n  K: {not: [byte]}\n")
+    with pytest.raises(ValueError, match="symbol 'K' needs a 'meaning'"):
+        load_notation(bad)
