@@ -273,3 +273,21 @@ def test_each_run_uses_its_own_port_so_runs_can_follow_each_other():
     for _ in range(3):
         assert cluster.run(lambda comm: comm.size, 2, backend="process", quiet=True).values == [2, 2]
     assert os.environ.get("MASTER_PORT") is None  # nothing leaks into the caller's environment
+
+
+def test_stop_ends_a_process_group_that_ignores_sigterm_within_the_grace():
+    import subprocess
+    import sys
+    import time
+
+    from scaleoutai.cluster.procs import free_ports, stop
+
+    code = "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
+           "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); print('up', flush=True); time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+    assert p.stdout.readline().strip() == b"up"
+    t0 = time.monotonic()
+    stop([p], grace=1.0)
+    assert p.returncode is not None and time.monotonic() - t0 < 15
+    ports = free_ports(3)
+    assert len(set(ports)) == 3 and all(0 < q < 65536 for q in ports)

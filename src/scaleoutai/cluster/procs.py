@@ -31,14 +31,18 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
-def kill(procs: Sequence[subprocess.Popen]) -> None:
-    """SIGKILL each still-running process's whole group (children included) and reap it."""
+def _signal_groups(procs: Sequence[subprocess.Popen], sig: int) -> None:
     for p in procs:
         if p.poll() is None:
             try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                p.kill()
+                os.killpg(p.pid, sig)
+            except (ProcessLookupError, PermissionError):  # not a group leader (or gone): the process itself
+                p.send_signal(sig)
+
+
+def kill(procs: Sequence[subprocess.Popen]) -> None:
+    """SIGKILL each still-running process's whole group (children included) and reap it."""
+    _signal_groups(procs, signal.SIGKILL)
     for p in procs:
         try:
             p.wait(timeout=10)
@@ -48,12 +52,7 @@ def kill(procs: Sequence[subprocess.Popen]) -> None:
 
 def stop(procs: Sequence[subprocess.Popen], grace: float = 10.0) -> None:
     """SIGTERM each process group, wait up to ``grace`` seconds, then SIGKILL what is left."""
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                p.terminate()
+    _signal_groups(procs, signal.SIGTERM)
     for p in procs:
         try:
             p.wait(timeout=grace)

@@ -161,8 +161,8 @@ def train_ddp(comm: Comm, data: Sequence[tuple[np.ndarray, np.ndarray]], params0
 
 
 def reference_train(data: Sequence[tuple[np.ndarray, np.ndarray]], params0: Params, steps: int, lr: float,
-                 optimizer: str = "sgd", frozen: Iterable[str] = (), loss_grad: LossGrad = mlp_mse
-                 ) -> tuple[Params, list[float]]:
+                    optimizer: str = "sgd", frozen: Iterable[str] = (), loss_grad: LossGrad = mlp_mse
+                    ) -> tuple[Params, list[float]]:
     """Single-device reference: full-batch gradient, tied gradients summed, frozen keys left alone."""
     _check(optimizer, steps, 1)
     params = copy_params(params0)
