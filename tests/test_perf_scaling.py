@@ -39,3 +39,44 @@ def test_scaling_functions_reject_bad_budgets():
         scaling.compute_optimal(0)
     with pytest.raises(ValueError, match="peak_flops"):
         scaling.mfu(1, 1, peak_flops=0)
+
+
+# PaLM 540B (Chowdhery et al. 2022, Appendix B): 238.3k tokens/s on 6144 TPU v4 chips of 275 TFLOP/s bf16;
+# 118 layers, 48 heads of 256 (h = 12288), sequence 2048, 540.35e9 parameters.
+PALM = dict(N=540.35e9, layers=118, hidden=48 * 256, seq=2048)
+PALM_TOKENS_PER_S, PALM_PEAK = 238.3e3, 6144 * 275e12
+
+
+def test_mfu_reproduces_palm_540b_with_and_without_the_attention_term():
+    assert scaling.mfu(PALM_TOKENS_PER_S, PALM["N"], PALM_PEAK) == pytest.approx(0.457, abs=5e-4)
+    assert scaling.mfu(PALM_TOKENS_PER_S, peak_flops=PALM_PEAK, **PALM) == pytest.approx(0.462, abs=5e-4)
+
+
+def test_hfu_counts_recomputation_and_never_falls_below_mfu():
+    base = scaling.mfu(PALM_TOKENS_PER_S, peak_flops=PALM_PEAK, **PALM)
+    none = scaling.hfu(PALM_TOKENS_PER_S, peak_flops=PALM_PEAK, recompute="none", **PALM)
+    sel = scaling.hfu(PALM_TOKENS_PER_S, peak_flops=PALM_PEAK, recompute="selective", **PALM)
+    full = scaling.hfu(PALM_TOKENS_PER_S, peak_flops=PALM_PEAK, recompute="full", **PALM)
+    assert none == pytest.approx(base) and base < sel < full
+    assert full == pytest.approx(4 / 3 * base, rel=1e-12)  # one more forward: 8 N + 16 l h s over 6 N + 12 l h s
+    with pytest.raises(ValueError, match="recompute"):
+        scaling.hfu(1.0, 1.0, recompute="some")
+
+
+# Megatron-LM's 1T row (Narayanan et al. SC 2021, Table 1): 128 layers, h = 25600, s = 2048, V = 51200,
+# batch 3072 on 3072 A100s (312 TFLOP/s bf16) at 163 TFLOP/s per GPU = 52% of peak.
+MEGA = dict(layers=128, hidden=25600, seq=2048, vocab=51200, batch=3072)
+
+
+def test_megatron_eq3_is_full_recompute_hardware_flops_of_the_layers_plus_logits():
+    l, h, s, V, B = MEGA["layers"], MEGA["hidden"], MEGA["seq"], MEGA["vocab"], MEGA["batch"]
+    layer_params = 12 * l * h * h  # per block: 4h^2 attention + 8h^2 MLP weights
+    layers_hw = scaling.hardware_flops_per_token(layer_params, l, h, s, recompute="full")
+    logits = 3 * 2 * h * V  # forward and backward of the output layer, not recomputed
+    assert scaling.megatron_flops_per_iteration(B, s, l, h, V) == pytest.approx(B * s * (layers_hw + logits), rel=1e-12)
+    assert (layer_params + V * h) / 1e9 == pytest.approx(1008, abs=1)  # the table's 1008 B parameters
+    # A run at the table's 163 TFLOP/s per GPU, counted per token, is 52% of peak in this accounting.
+    per_token = scaling.megatron_flops_per_iteration(B, s, l, h, V) / (B * s)
+    tokens_per_s = 163e12 * 3072 / per_token
+    assert per_token * tokens_per_s / (3072 * 312e12) == pytest.approx(0.522, abs=1e-3)
+    assert scaling.mfu(tokens_per_s, layer_params, 3072 * 312e12, l, h, s) < 163 / 312  # MFU drops the recompute
