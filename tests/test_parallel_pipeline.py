@@ -147,3 +147,57 @@ def test_pipeline_on_real_processes_equals_single_device():
     for k in grads:
         np.testing.assert_allclose(res.grads[k], grads[k], rtol=1e-12, atol=1e-12)
     assert res.loss == pytest.approx(loss, rel=1e-12) and res.peak_stash == [2, 1]
+
+
+def _deep(B=12, layers=12, dtype=np.float64, seed=0):
+    sizes = [5] + [6, 7] * (layers // 2 - 1) + [6, 3]
+    params = mlp_init(sizes, seed=seed, dtype=dtype)
+    rng = np.random.default_rng(seed + 1)
+    x, t = rng.standard_normal((B, sizes[0])).astype(dtype), rng.standard_normal((B, sizes[-1])).astype(dtype)
+    y, cache = mlp_forward(params, x)
+    loss, dy = mse_loss(y, t)
+    return params, x, t, loss, mlp_backward(params, cache, dy)[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("p, m, v", [(3, 3, 2), (3, 6, 2), (4, 4, 2), (4, 8, 3), (3, 9, 4), (5, 5, 2), (3, 3, 1)])
+def test_interleaved_1f1b_gradients_equal_single_device(p, m, v, dtype):
+    params, x, t, loss, grads = _deep(B=18 if m == 9 else 16, layers=12, dtype=dtype)
+    res = pp.pipeline_step(params, x, t, p, m, "interleaved", v=v)
+    assert sorted(res.grads) == sorted(grads)
+    for k in grads:
+        np.testing.assert_allclose(res.grads[k], grads[k], rtol=TOL[dtype], atol=TOL[dtype])
+    assert res.loss == pytest.approx(loss, rel=TOL[dtype])
+
+
+@pytest.mark.parametrize("p, m, v", [(3, 3, 2), (3, 6, 2), (4, 8, 2), (4, 8, 3), (3, 12, 4), (4, 4, 1)])
+def test_interleaved_bubble_shrinks_by_v_and_messages_grow_by_v(p, m, v):
+    params, x, t, _, _ = _deep(B=24, layers=12)
+    res = pp.pipeline_step(params, x, t, p, m, "interleaved", v=v, t_fwd=1.0, t_bwd=2.0)
+    assert res.bubble == pytest.approx(pp.bubble_fraction(p, m, v), abs=1e-12)
+    assert res.makespan == pytest.approx((m + (p - 1) / v) * 3.0)
+    # every micro-batch crosses p v - 1 chunk boundaries forward and again backward
+    assert res.messages == 2 * m * (p * v - 1)
+    plain = pp.pipeline_step(params, x, t, p, m, "1f1b")
+    assert res.bubble <= plain.bubble + 1e-12 and plain.messages == 2 * m * (p - 1)
+
+
+def test_interleaved_schedule_runs_every_chunk_forward_before_its_backward_once():
+    for p, m, v in [(3, 3, 2), (4, 8, 3), (5, 10, 2)]:
+        for s in range(p):
+            ops = pp.interleaved_schedule(p, m, s, v)
+            want = [(k, i, j) for k in "FB" for i in range(m) for j in range(v)]
+            assert sorted(ops) == sorted(want)
+            assert all(ops.index(("F", i, j)) < ops.index(("B", i, j)) for i in range(m) for j in range(v))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(p=2, m=4, v=2), "p >= 3"), (dict(p=3, m=4, v=2), "multiple of p"),
+    (dict(p=4, m=4, v=4), "stages need"), (dict(p=3, m=3, v=0), "whole number"),
+])
+def test_interleaved_refuses_what_it_cannot_schedule(kwargs, match):
+    params, x, t, _, _ = _deep(B=16, layers=12)
+    with pytest.raises(ValueError, match=match):
+        pp.pipeline_step(params, x, t, kwargs["p"], kwargs["m"], "interleaved", v=kwargs["v"])
+    with pytest.raises(ValueError, match="needs schedule='interleaved'"):
+        pp.pipeline_step(params, x, t, 3, 3, "1f1b", v=2)

@@ -37,6 +37,8 @@ from .ddp import bucketed_ddp_step
 from .pipeline import SCHEDULES, split_layers
 from .tensor import gather_block, shard_block, tp_block_backward, tp_block_forward
 
+MESH_SCHEDULES = ("gpipe", "1f1b")
+
 __all__ = ["stack_init", "layer_params", "stack_mse", "reference_train",
            "train_mesh", "MeshResult", "run_mesh", "memory_per_device", "comm_per_step"]
 
@@ -132,9 +134,9 @@ def train_mesh(comm: Comm, mesh: DeviceMesh, data: Sequence[tuple[np.ndarray, np
     """
     if comm.size != mesh.size:
         raise ValueError(f"{mesh!r} needs {mesh.size} ranks, the run has {comm.size}")
-    if optimizer not in ("sgd", "adam") or schedule not in SCHEDULES:
-        raise ValueError(f"optimizer must be 'sgd' or 'adam' and schedule one of {sorted(SCHEDULES)}, "
-                         f"got {optimizer!r}, {schedule!r}")
+    if optimizer not in ("sgd", "adam") or schedule not in MESH_SCHEDULES:
+        raise ValueError(f"optimizer must be 'sgd' or 'adam' and schedule one of {MESH_SCHEDULES} (the mesh "
+                         f"runs one model chunk per stage), got {optimizer!r}, {schedule!r}")
     sub = {a: SubComm(comm, mesh.group(comm.rank, a)) for a in AXES}
     d, t, p = mesh.coords(comm.rank)
     mine = split_layers(_n_stack(params0), mesh.pp)[p]

@@ -11,6 +11,15 @@ for both schedules. GPipe runs all m forwards, then all m backwards: every stage
 of activations. 1F1B runs p-s-1 warm-up forwards on stage s, then alternates one forward and one
 backward, then cools down: at most p - s stashed micro-batches. Micro-batch losses are weighted
 n_i / B, so the summed gradient equals the single-device gradient of the full-batch mean loss.
+
+Interleaved 1F1B (Megatron-LM, Narayanan et al. 2021): the layers are cut into p v chunks and stage s
+holds chunks s, s + p, ..., s + (v-1) p, each taking t / v. A micro-batch crosses the ring of stages v
+times, so the bubble shrinks by v at the price of v times the point-to-point messages:
+
+    makespan = (m + (p - 1) / v)(t_fwd + t_bwd),   bubble = ((p - 1) / v) / (m + (p - 1) / v)
+
+(needs m a multiple of p and p >= 3, as Megatron-LM does). ``bubble`` here is idle over total time,
+(p-1)/(m+p-1); the papers' "bubble time fraction" (p-1)/m divides by the ideal time instead.
 """
 from __future__ import annotations
 
@@ -25,7 +34,7 @@ from ..nn import Params, _n_layers, linear_backward, linear_forward, mse_loss, r
 from ..cluster import Comm
 
 __all__ = ["split_layers", "layers_forward", "layers_backward", "gpipe_schedule", "one_f_one_b_schedule",
-           "SCHEDULES", "bubble_fraction", "OpEvent", "PipelineResult", "pipeline_step", "plot_schedule",
+           "interleaved_schedule", "SCHEDULES", "bubble_fraction", "OpEvent", "PipelineResult", "pipeline_step", "plot_schedule",
            "checkpointed_mlp_forward", "checkpointed_mlp_backward"]
 
 
@@ -72,12 +81,34 @@ def one_f_one_b_schedule(p: int, m: int, stage: int) -> list[tuple[str, int]]:
     return ops + [("B", i) for i in range(m - warm, m)]
 
 
-SCHEDULES = {"gpipe": gpipe_schedule, "1f1b": one_f_one_b_schedule}
+def interleaved_schedule(p: int, m: int, stage: int, v: int = 2) -> list[tuple[str, int, int]]:
+    """(kind, micro-batch, local chunk j) ops of stage ``stage`` holding chunks j p + stage, j < v.
+
+    Forwards run in groups of p micro-batches, chunk by chunk (Megatron-LM's order); backwards the same
+    with the chunks reversed. Warm-up: 2 (p - s - 1) + (v - 1) p forwards, then 1F1B, then cool-down.
+    """
+    if m % p:
+        raise ValueError(f"the interleaved schedule needs m ({m}) to be a multiple of p ({p})")
+    total = m * v
+
+    def op(kind: str, k: int) -> tuple[str, int, int]:
+        j = (k // p) % v
+        return kind, (k // (p * v)) * p + k % p, j if kind == "F" else v - 1 - j
+
+    warm = total if m == p else min(2 * (p - stage - 1) + (v - 1) * p, total)
+    ops = [op("F", k) for k in range(warm)]
+    for i in range(total - warm):
+        ops += [op("F", warm + i), op("B", i)]
+    return ops + [op("B", k) for k in range(total - warm, total)]
 
 
-def bubble_fraction(p: int, m: int) -> float:
-    """Idle share of a synchronous pipeline with equal stages: (p - 1) / (m + p - 1)."""
-    return (p - 1) / (m + p - 1)
+SCHEDULES = {"gpipe": gpipe_schedule, "1f1b": one_f_one_b_schedule, "interleaved": interleaved_schedule}
+
+
+def bubble_fraction(p: int, m: int, v: int = 1) -> float:
+    """Idle share of a synchronous pipeline with equal stages: ((p - 1)/v) / (m + (p - 1)/v); v = 1 for
+    GPipe and 1F1B, v chunks per stage for interleaved 1F1B."""
+    return ((p - 1) / v) / (m + (p - 1) / v)
 
 
 @dataclass(frozen=True)
@@ -89,6 +120,7 @@ class OpEvent:
     mb: int
     start: float
     end: float
+    chunk: int = 0  # the stage's local model chunk (interleaved schedule); 0 otherwise
 
 
 @dataclass
@@ -104,6 +136,12 @@ class PipelineResult:
     peak_stash: list[int]
     backend: str
     run: Any = field(default=None, repr=False)
+    v: int = 1
+
+    @property
+    def messages(self) -> int:
+        """Point-to-point messages the step sent (activations forward, gradients backward)."""
+        return sum(st.messages_sent for st in self.run.stats) if self.run is not None else 0
 
     @property
     def makespan(self) -> float:
@@ -117,75 +155,91 @@ class PipelineResult:
 
 
 def _stage_worker(comm: Comm, params: Params, x: np.ndarray, t: np.ndarray, m: int, schedule: str,
-                  t_fwd: float, t_bwd: float) -> dict[str, Any]:
+                  t_fwd: float, t_bwd: float, v: int = 1) -> dict[str, Any]:
     p, s = comm.size, comm.rank
-    layers = split_layers(_n_layers(params), p)[s]
+    chunks = split_layers(_n_layers(params), p * v)
+    last = p * v - 1
     xs, ts = np.array_split(x, m), np.array_split(t, m)
     B = len(x)
     t0 = time.perf_counter()
+    ops = interleaved_schedule(p, m, s, v) if schedule == "interleaved" else \
+        [(kind, i, 0) for kind, i in SCHEDULES[schedule](p, m, s)]
 
     def now() -> float:
         return comm.clock if hasattr(comm, "clock") else time.perf_counter() - t0
 
-    stash: dict[int, Any] = {}
+    stash: dict[tuple[int, int], Any] = {}
     peak, events, loss = 0, [], 0.0
     grads: Params = {}
-    for kind, i in SCHEDULES[schedule](p, m, s):
+    for kind, i, j in ops:
+        c = j * p + s  # the global chunk: its neighbours live on stages s - 1 and s + 1 (mod p)
         if kind == "F":
-            h = xs[i] if s == 0 else comm.recv(s - 1)
+            h = xs[i] if c == 0 else comm.recv((s - 1) % p)
             start = now()
-            out, cache = layers_forward(params, layers, h)
-            comm.compute(t_fwd)
-            if s == p - 1:
+            out, cache = layers_forward(params, chunks[c], h)
+            comm.compute(t_fwd / v)
+            if c == last:
                 li, dy = mse_loss(out, ts[i])
                 w = len(xs[i]) / B  # micro-batch mean -> full-batch mean
                 loss += w * li
-                stash[i] = (cache, dy * w)
+                stash[i, j] = (cache, dy * w)
             else:
-                stash[i] = (cache, None)
+                stash[i, j] = (cache, None)
             peak = max(peak, len(stash))
-            events.append(OpEvent(s, "F", i, start, now()))
-            if s < p - 1:
-                comm.send(out, s + 1)
+            events.append(OpEvent(s, "F", i, start, now(), j))
+            if c < last:
+                comm.send(out, (s + 1) % p)
         else:
-            cache, dy = stash.pop(i)
-            if s < p - 1:
-                dy = comm.recv(s + 1)
+            cache, dy = stash.pop((i, j))
+            if c < last:
+                dy = comm.recv((s + 1) % p)
             start = now()
-            dx, g = layers_backward(params, layers, cache, dy)
-            for key, v in g.items():
-                grads[key] = grads[key] + v if key in grads else v
-            comm.compute(t_bwd)
-            events.append(OpEvent(s, "B", i, start, now()))
-            if s > 0:
-                comm.send(dx, s - 1)
+            dx, g = layers_backward(params, chunks[c], cache, dy)
+            for key, val in g.items():
+                grads[key] = grads[key] + val if key in grads else val
+            comm.compute(t_bwd / v)
+            events.append(OpEvent(s, "B", i, start, now(), j))
+            if c > 0:
+                comm.send(dx, (s - 1) % p)
     return {"grads": grads, "loss": loss, "events": events, "peak": peak}
 
 
 def pipeline_step(params: Params, x: np.ndarray, t: np.ndarray, p: int, m: int, schedule: str = "1f1b",
                   t_fwd: float = 1.0, t_bwd: float = 2.0, backend: str = "sim",
                   network: cluster.Network | None = None, timeout: float = 60.0, trace: bool = False,
-                  quiet: bool = True) -> PipelineResult:
+                  quiet: bool = True, v: int = 1) -> PipelineResult:
     """Forward and backward of the MSE loss of ``mlp(params, x)`` vs ``t`` on p stage ranks, m micro-batches.
 
     The simulator's links are free (Network(0, 0)) unless ``network`` is given, so the measured bubble
-    isolates the schedule. Returns gradients equal to ``mlp_backward`` of the full batch.
+    isolates the schedule. Returns gradients equal to ``mlp_backward`` of the full batch. ``v`` is the
+    number of model chunks per stage of the "interleaved" schedule (1 for the others).
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r} is unknown: choose one of {sorted(SCHEDULES)}")
     if not 1 <= m <= len(x):
         raise ValueError(f"m={m} micro-batches need 1 <= m <= batch size ({len(x)})")
-    split_layers(_n_layers(params), p)  # validate p before starting ranks
+    if schedule != "interleaved" and v != 1:
+        raise ValueError(f"v={v} model chunks per stage needs schedule='interleaved'")
+    if schedule == "interleaved":
+        if not (isinstance(v, int) and v >= 1):
+            raise ValueError(f"v must be a whole number of model chunks per stage >= 1, got {v!r}")
+        if v > 1 and p < 3:
+            raise ValueError(f"the interleaved schedule needs p >= 3 stages (got {p}): with 2 the forward and "
+                             f"backward messages share a link in both directions (Megatron-LM has the same rule)")
+        if m % p:
+            raise ValueError(f"the interleaved schedule needs m ({m}) to be a multiple of p ({p})")
+    split_layers(_n_layers(params), p * v)  # validate p (and v) before starting ranks
     if backend == "sim" and network is None:
         network = cluster.Network(0.0, 0.0)
-    res = cluster.run(_stage_worker, p, backend=backend, args=(params, x, t, m, schedule, t_fwd, t_bwd),
+    res = cluster.run(_stage_worker, p, backend=backend, args=(params, x, t, m, schedule, t_fwd, t_bwd, v),
                       network=network, timeout=timeout, trace=trace, quiet=quiet)
     grads: Params = {}
-    for v in res.values:
-        grads.update(v["grads"])
-    events = sorted((e for v in res.values for e in v["events"]), key=lambda e: (e.start, e.stage))
-    return PipelineResult(schedule, p, m, grads, res.values[-1]["loss"], events,
-                          [v["peak"] for v in res.values], res.backend, res)
+    for val in res.values:
+        grads.update(val["grads"])
+    events = sorted((e for val in res.values for e in val["events"]), key=lambda e: (e.start, e.stage))
+    loss = sum(val["loss"] for val in res.values)  # only the stage holding the last chunk has a loss
+    return PipelineResult(schedule, p, m, grads, loss, events, [val["peak"] for val in res.values], res.backend,
+                          res, v)
 
 
 def plot_schedule(result: PipelineResult, ax: Any = None, title: str | None = None) -> Any:
@@ -198,13 +252,13 @@ def plot_schedule(result: PipelineResult, ax: Any = None, title: str | None = No
     for e in result.events:
         ax.barh(e.stage, e.end - e.start, left=e.start, height=0.8, color=colors[e.kind], edgecolor="black",
                 lw=0.5)
-        ax.text((e.start + e.end) / 2, e.stage, f"{e.kind}{e.mb}", ha="center", va="center", fontsize=7,
-                color="white")
+        label = f"{e.kind}{e.mb}" + (f".{e.chunk}" if result.v > 1 else "")
+        ax.text((e.start + e.end) / 2, e.stage, label, ha="center", va="center", fontsize=7, color="white")
     ax.set_yticks(range(result.p), [f"stage {s}" for s in range(result.p)])
     ax.invert_yaxis()
     ax.set_xlabel("time (simulated s)" if result.backend == "sim" else "time (wall s)")
     ax.set_title(title or f"{result.schedule}: p={result.p}, m={result.m}, bubble {result.bubble:.3f} "
-                          f"(formula {bubble_fraction(result.p, result.m):.3f})")
+                          f"(formula {bubble_fraction(result.p, result.m, result.v):.3f})")
     return ax
 
 
