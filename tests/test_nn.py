@@ -99,3 +99,12 @@ def test_adam_step_matches_closed_form_first_step_and_sgd_skips_frozen():
     assert st["t"] == 1 and p["b"][0] == 3.0
     nn.sgd_step(p, {"b": np.array([1.0])}, lr=0.5)
     assert p["b"][0] == 2.5 and p["a"][0] == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_causal_attention_keeps_the_input_dtype(dtype):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 5, 8)).astype(dtype) for _ in range(3))
+    out, cache = nn.causal_attention_forward(q, k, v, 2)
+    assert out.dtype == dtype
+    assert all(g.dtype == dtype for g in nn.causal_attention_backward(cache, np.ones_like(out)))

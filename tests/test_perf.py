@@ -69,8 +69,8 @@ def test_expected_max_normal_matches_exact_values_and_grows_with_p():
 # ---- alpha-beta closed forms ----------------------------------------------------------------
 HAND = [  # (name, p, time / C or exact seconds)
     ("broadcast", 4, 2 * C), ("broadcast", 5, 3 * C), ("reduce", 8, 3 * C),
-    ("scatter", 4, 3 * ALPHA + 0.75 * N * BETA), ("gather", 4, ALPHA + 0.25 * N * BETA),
-    ("naive_allreduce", 4, 4 * C), ("tree_allreduce", 4, 4 * C),
+    ("scatter", 4, 3 * ALPHA + 0.75 * N * BETA), ("gather", 4, 3 * (ALPHA + 0.25 * N * BETA)),  # incast: 3 blocks in turn
+    ("naive_allreduce", 4, 6 * C),  # 3 copies into rank 0, 3 out ("tree_allreduce", 4, 4 * C),
     ("ring_allreduce", 4, 6 * (ALPHA + 0.25 * N * BETA)),
     ("recursive_doubling_allreduce", 8, 3 * C), ("recursive_doubling_allreduce", 6, 4 * C),
     ("reduce_scatter", 4, 3 * (ALPHA + 0.25 * N * BETA)), ("all_gather", 4, 3 * (ALPHA + 0.25 * N * BETA)),

@@ -182,7 +182,8 @@ def _blocks(n: int, K: int) -> list[slice]:
 def reduce_scatter(comm: Comm, x: np.ndarray, op: str = "sum", out: np.ndarray | None = None) -> np.ndarray:
     """Ring reduce-scatter: rank r returns block r of ``np.array_split(op-reduction of all x, K)``.
 
-    K-1 steps; at step s rank r sends block (r-s-1) mod K to r+1 and folds block (r-s-2) mod K from r-1.
+    K-1 steps; at step s rank r sends block (r-s-1) mod K to r+1 and folds block (r-s-2) mod K from r-1,
+    received in place (a posted receive: ``comm.sendrecv(..., out=)``).
     With ``out`` (shaped like x) the partial results are written there, and block r is returned as a
     view of it: ``ring_allreduce`` then gathers in the same buffer.
     """
@@ -193,8 +194,11 @@ def reduce_scatter(comm: Comm, x: np.ndarray, op: str = "sum", out: np.ndarray |
     acc = np.empty_like(x) if out is None else out
     for s in range(K - 1):
         i = (r - s - 2) % K
-        got = comm.sendrecv((x if s == 0 else acc)[blk[(r - s - 1) % K]], (r + 1) % K, (r - 1) % K)
-        f(x[blk[i]], got, out=acc[blk[i]])
+        # A posted receive straight into the block it folds into (both sides know its size), then
+        # the fold in place: op(got, mine), identical bits to op(mine, got) for sum, max and min.
+        got = comm.sendrecv((x if s == 0 else acc)[blk[(r - s - 1) % K]], (r + 1) % K, (r - 1) % K,
+                            out=acc[blk[i]])
+        f(got, x[blk[i]], out=got)
     if K == 1:
         acc[...] = x
     return acc[blk[r]] if out is not None else acc[blk[r]].copy()

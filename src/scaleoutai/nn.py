@@ -98,7 +98,7 @@ def causal_attention_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, n_head
     """
     qh, kh, vh = _heads(q, n_heads), _heads(k, n_heads), _heads(v, n_heads)
     T = q.shape[1]
-    s = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(qh.shape[-1])
+    s = qh @ kh.transpose(0, 1, 3, 2) / float(np.sqrt(qh.shape[-1]))  # a Python float keeps float32
     s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
     s = s - s.max(axis=-1, keepdims=True)
     p = np.exp(s)
@@ -112,7 +112,7 @@ def causal_attention_backward(cache: tuple, dout: np.ndarray) -> tuple[np.ndarra
     do = _heads(dout, qh.shape[1])
     dp = do @ vh.transpose(0, 1, 3, 2)
     dv = p.transpose(0, 1, 3, 2) @ do
-    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) / np.sqrt(qh.shape[-1])
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) / float(np.sqrt(qh.shape[-1]))
     return _merge(ds @ kh), _merge(ds.transpose(0, 1, 3, 2) @ qh), _merge(dv)
 
 

@@ -17,22 +17,33 @@ from ..errors import (ClusterError, DeadlockError, PeerCrashedError, RankCrashed
                       RunTimeout)
 
 
+INGRESS = ("serial", "free")  # the link models of Network.ingress
+
+
 @dataclass(frozen=True)
 class Network:
     """Alpha-beta network of the simulator: a message of n bytes costs ``alpha + n * beta`` seconds.
 
     alpha: latency per message (s); beta: transfer time per byte (s/B) = 1 / bandwidth.
+    ingress: ``"serial"`` (default) is the single-port, full-duplex link of the MPI cost literature: a
+    rank sends one message and receives one message at a time, so k messages arriving together at one
+    rank take k (alpha + n beta) (incast). ``"free"`` lets a rank receive any number of messages at once,
+    the older model, kept to contrast the two (Chapter 4).
     """
 
     alpha: float = 1e-5
     beta: float = 1e-9
+    ingress: str = "serial"
 
     def __post_init__(self) -> None:
         if not (self.alpha >= 0 and self.beta >= 0):
             raise ValueError(f"Network needs alpha >= 0 and beta >= 0, got alpha={self.alpha}, beta={self.beta}")
+        if self.ingress not in INGRESS:
+            raise ValueError(f"Network(ingress={self.ingress!r}) is not a link model: choose one of {INGRESS}")
 
     def message_time(self, nbytes: int) -> float:
         return self.alpha + nbytes * self.beta
+
 
 
 @dataclass(frozen=True)
@@ -114,7 +125,7 @@ class Comm(Protocol):
 
     def send(self, array: np.ndarray, dst: int) -> None: ...
 
-    def recv(self, src: int) -> np.ndarray: ...
+    def recv(self, src: int, out: np.ndarray | None = None) -> np.ndarray: ...
 
     def sendrecv(self, array: np.ndarray, dst: int, src: int, out: np.ndarray | None = None) -> np.ndarray: ...
 
@@ -132,6 +143,21 @@ def as_message(array: Any, where: str) -> np.ndarray:
     kind = type(array).__name__
     hint = " (call .numpy() on a torch tensor)" if kind == "Tensor" else " (wrap it with np.asarray(...))"
     raise TypeError(f"{where} sends NumPy arrays only, got {kind}{hint}")
+
+
+def _check_out(out: Any, where: str) -> None:
+    if not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.flags.writeable):
+        raise TypeError(f"{where}: out must be a writable, C-contiguous NumPy array "
+                        f"(got {type(out).__name__}); pass out=None to get a new array")
+
+
+def check_fits(dtype: Any, shape: tuple[int, ...], out: np.ndarray, rank: int, src: int, where: str) -> None:
+    """A received message of ``dtype[shape]`` may land in ``out`` only if out has that dtype and shape:
+    a posted receive is bytes, and the process backend has posted it before the header could say more."""
+    if tuple(shape) != out.shape or np.dtype(dtype) != out.dtype:
+        raise ValueError(f"{where}: rank {rank} received {np.dtype(dtype)}{list(shape)} from rank {src} but "
+                         f"out is {out.dtype}{list(out.shape)}; a posted receive needs the message's exact "
+                         "dtype and shape")
 
 
 def check_peer(peer: Any, size: int, what: str) -> int:
@@ -192,44 +218,58 @@ class Communicator:
         # np.ascontiguousarray would turn a 0-d array into shape (1,): only copy when needed
         self._send(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr), dst)
 
-    def recv(self, src: int) -> np.ndarray:
-        """Receive the next message from ``src``: a new array with the sender's shape and dtype."""
+    def recv(self, src: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Receive the next message from ``src``: a new array with the sender's shape and dtype.
+
+        A *posted receive* (MPI's ``irecv`` into a named buffer): with ``out`` (a writable C-contiguous
+        array of the message's dtype and shape) the bytes land there and ``out`` is returned. The process
+        backend posts that receive before the message's header arrives, so a rank that knows the size
+        never waits for the header first (Chapter 4, eager and rendezvous). A message of another dtype or
+        shape is a ValueError on every backend.
+        """
         src = check_peer(src, self.size, "src")
         if src == self.rank:
             raise ValueError(f"rank {self.rank} tried to receive from itself; that would wait forever")
-        return self._recv(src)
+        if out is None:
+            return self._recv(src)
+        _check_out(out, "comm.recv")
+        return self._deliver(self._recv_into(src, out), out, src, "comm.recv")
 
     def sendrecv(self, array: np.ndarray, dst: int, src: int, out: np.ndarray | None = None) -> np.ndarray:
         """Send ``array`` to ``dst`` and receive the next message from ``src``, as one step (MPI_Sendrecv).
 
-        Counts and costs exactly one send and one receive; on the simulator it *is* send then recv. On
-        real processes the bytes land straight in ``out`` (a writable C-contiguous array of the message's
-        shape; another dtype of the same kind is cast to, after a copy), which is then returned. Chapter 4.
+        Counts and costs exactly one send and one receive; on the simulator it *is* send then recv. With
+        ``out`` the receive is a posted receive, as in ``recv``; on real processes our message then
+        leaves without a copy. Chapter 4.
         """
         arr = as_message(array, "comm.sendrecv")
         dst, src = check_peer(dst, self.size, "dst"), check_peer(src, self.size, "src")
         if self.rank in (dst, src):
             raise ValueError(f"rank {self.rank} tried to sendrecv with itself (dst={dst}, src={src}); "
                              "keep local data local")
-        if out is not None and not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.flags.writeable):
-            raise TypeError("comm.sendrecv: out must be a writable, C-contiguous NumPy array "
-                            f"(got {type(out).__name__}); pass out=None to get a new array")
-        if out is not None and np.may_share_memory(arr, out):
-            raise ValueError("comm.sendrecv: out overlaps the array being sent, so the message could be "
-                             "overwritten before it leaves; receive into a separate array")
+        if out is not None:
+            _check_out(out, "comm.sendrecv")
+            if np.may_share_memory(arr, out):
+                raise ValueError("comm.sendrecv: out overlaps the array being sent, so the message could be "
+                                 "overwritten before it leaves; receive into a separate array")
         got = self._sendrecv(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr), dst, src, out)
-        if out is None or np.shares_memory(got, out):
-            return got if out is None else out
-        if got.shape != out.shape or not np.can_cast(got.dtype, out.dtype, "same_kind"):
-            raise ValueError(f"comm.sendrecv: rank {self.rank} received {got.dtype}{list(got.shape)} from rank "
-                             f"{src} but out is {out.dtype}{list(out.shape)}; size out like the message")
-        np.copyto(out, got, casting="same_kind")  # as NumPy assignment would, minus lossy kind changes
+        return got if out is None else self._deliver(got, out, src, "comm.sendrecv")
+
+    def _deliver(self, got: np.ndarray, out: np.ndarray, src: int, where: str) -> np.ndarray:
+        """``out`` holding the message ``got`` (already there when the backend received in place)."""
+        check_fits(got.dtype, got.shape, out, self.rank, src, where)
+        if not np.shares_memory(got, out):
+            out[...] = got
         return out
+
+    def _recv_into(self, src: int, out: np.ndarray) -> np.ndarray:
+        """Backends that can receive in place override this; the definition is a receive, then a copy."""
+        return self._recv(src)
 
     def _sendrecv(self, arr: np.ndarray, dst: int, src: int, out: np.ndarray | None) -> np.ndarray:
         """Backends may overlap the two directions; this one is the definition: send, then receive."""
         self._send(arr, dst)
-        return self._recv(src)
+        return self._recv(src) if out is None else self._recv_into(src, out)
 
     def barrier(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -95,6 +95,11 @@ class SubComm(Communicator):
         self._count_recv(out.nbytes)
         return out
 
+    def _recv_into(self, src: int, out: np.ndarray) -> np.ndarray:
+        got = self.parent.recv(self.ranks[src], out=out)  # still a posted receive on the parent
+        self._count_recv(got.nbytes)
+        return got
+
     def _sendrecv(self, arr: np.ndarray, dst: int, src: int, out: np.ndarray | None) -> np.ndarray:
         got = self.parent.sendrecv(arr, self.ranks[dst], self.ranks[src], out=out)
         self._count_send(arr.nbytes)

@@ -11,7 +11,10 @@ moves bytes only into a posted receive, which shapes the rest:
   ``progress=True`` (``cluster.run`` workers, the grader's ranks) a receiver thread per peer posts each
   payload's receive the moment its header arrives, whatever the rank's program is doing, as MPI's
   progress engine does. ``recv`` takes the next posted message from that peer and waits for its bytes;
-- ``sendrecv`` sends without a copy and receives into ``out`` in place (see ``_sendrecv``).
+- a posted receive (``recv(src, out=buf)``, ``sendrecv(..., out=buf)``) posts the payload's receive into
+  ``buf`` before the header arrives, right behind the header's own receive, so the bytes can flow as
+  soon as they are sent (MPI's ``irecv`` into a named buffer); the header then only confirms the size;
+- ``sendrecv`` sends without a copy (see ``_sendrecv``).
 ``run_process`` starts one OS process per rank (see ``_worker``), owns the rendezvous store on a port
 the OS picks, relays each rank's output, and ends the whole group on the first failure.
 """
@@ -24,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .core import Communicator, Faults, keep_freed_memory
+from .core import Communicator, Faults, check_fits, keep_freed_memory
 from .wire import HEADER_LEN, INLINE_BYTES, SEGMENT_BYTES, TAG, decode_header, encode_header
 
 CRASH_EXIT_CODE = 75
@@ -54,9 +57,10 @@ class ProcessComm(Communicator):
         # gloo when the interpreter shuts down aborts the process ("terminate called ...").
         self._progress = progress and device == "cpu"
         self._inbox: dict[int, queue.SimpleQueue] = {}
-        self._headers: dict[int, tuple[Any, Any]] = {}  # src -> (header buffer, its posted receive)
-        self._want: dict[int, np.ndarray] = {}  # src -> the ``out`` a sendrecv waits to have filled in place
-        self._lock = threading.Lock()  # orders a receiver thread's posting against sendrecv's ``out``
+        # src -> (header buffer, its posted receive): the receive of the next header from src, once posted
+        self._headers: dict[int, tuple[Any, Any]] = {}
+        self._early: dict[int, tuple[np.ndarray, list[Any]]] = {}  # src -> (out, its payload's posted receives)
+        self._lock = threading.Lock()  # orders a receiver thread's posting against a posted receive
         self._sent: queue.SimpleQueue = queue.SimpleQueue()
         self._reaper: threading.Thread | None = None
         self._in_flight = 0  # messages handed to gloo whose sends the reaper has not yet seen complete
@@ -84,6 +88,8 @@ class ProcessComm(Communicator):
             for src in range(self.size):
                 if src != self.rank:
                     self._inbox[src] = queue.SimpleQueue()
+                    with self._lock:  # the first header is posted before any payload can be
+                        self._headers[src] = self._post_header(src, pg)
                     threading.Thread(target=self._listen, args=(src,), daemon=True,
                                      name=f"scaleout-recv-{self.rank}<-{src}").start()
         return pg
@@ -128,6 +134,37 @@ class ProcessComm(Communicator):
         self._last = time.perf_counter()
         return arr
 
+    def _recv_into(self, src: int, out: np.ndarray) -> np.ndarray:
+        self._group()
+        with self._lock:
+            self._expect(src, out)
+        return self._recv(src)
+
+    def _expect(self, src: int, out: np.ndarray) -> None:
+        """With the lock held: post the receive of src's next payload into ``out`` now, if it is next.
+
+        It goes right behind the posted receive of that message's header (gloo matches a peer's
+        messages in the order the receives were posted), so no byte waits for the header to be read."""
+        if out.nbytes <= INLINE_BYTES or src in self._early or self._device != "cpu":
+            return  # a small message travels inside its header
+        if self._progress and not self._inbox[src].empty():
+            return  # an earlier message from src is next in line: it was received already
+        if src not in self._headers:  # no receiver thread: post the header's receive first
+            self._headers[src] = self._post_header(src)
+        import torch
+
+        # gloo aborts the process when a message is longer than its posted receive, so every piece
+        # posted here holds a whole segment: the last, partial one goes to a scratch segment. A message
+        # of another size is then caught at its header, which lands first, before anything aborts.
+        pg, raw = self._group(), out.reshape(-1).view(np.uint8)
+        whole = out.nbytes - out.nbytes % SEGMENT_BYTES
+        reqs = [pg.recv([torch.from_numpy(raw[i:i + SEGMENT_BYTES])], src, TAG) for i in range(0, whole, SEGMENT_BYTES)]
+        tail = None
+        if whole < out.nbytes:
+            tail = np.empty(SEGMENT_BYTES, dtype=np.uint8)
+            reqs.append(pg.recv([torch.from_numpy(tail)], src, TAG))
+        self._early[src] = (out, reqs, tail)
+
     def _sendrecv(self, arr: np.ndarray, dst: int, src: int, out: np.ndarray | None) -> np.ndarray:
         """Two copies fewer than send + recv: src's message lands straight in ``out`` (registered here
         before its header can arrive), and ours leaves without a copy, so we return only once it has left.
@@ -139,17 +176,12 @@ class ProcessComm(Communicator):
         self._before_send()
         start = self._now()
         self._group()  # starts the receiver threads on first use
-        with self._lock:
-            if out is not None and self._inbox[src].empty():  # else an earlier message is next in line
-                self._want[src] = out
-        try:
-            works, keep = self._post_message(arr, dst, copy=False)
-            sent = self._now()
-            posted = self._take(src)
-        finally:
+        if out is not None:
             with self._lock:
-                self._want.pop(src, None)
-        got = self._finish(posted, src)
+                self._expect(src, out)
+        works, keep = self._post_message(arr, dst, copy=False)
+        sent = self._now()
+        got = self._finish(self._take(src), src)
         self._wait_sends(works, timedelta(seconds=self._timeout))  # no copy: the caller's array is free only now
         del keep
         if self._send_error is not None:
@@ -170,6 +202,8 @@ class ProcessComm(Communicator):
                                f"that never came: does rank {src} send it?") from None
         if isinstance(posted, BaseException):
             self._inbox[src].put(posted)  # every later receive from this peer fails the same way
+            if isinstance(posted, ValueError):  # a posted receive the message did not fit
+                raise posted
             raise RuntimeError(f"rank {self.rank}: receiving from rank {src} failed: {posted}") from posted
         return posted
 
@@ -187,40 +221,49 @@ class ProcessComm(Communicator):
         except BaseException as exc:  # noqa: BLE001 - the peer is gone; recv() reports it
             self._inbox[src].put(exc)
 
-    def _post_header(self, src: int) -> tuple[Any, Any]:
+    def _post_header(self, src: int, pg: Any = None) -> tuple[Any, Any]:
         import torch
 
         header = torch.empty(HEADER_LEN, dtype=torch.int64, device=self._device)
-        return header, self._group().recv([header], src, TAG)
+        return header, (pg or self._group()).recv([header], src, TAG)
 
-    def _post(self, src: int, header_timeout: Any) -> tuple[Any, list[Any], np.dtype, tuple[int, ...]]:
-        """Wait for the next header from ``src``, then post the receive of its payload into a fresh buffer."""
-        header, work = self._headers.pop(src, None) or self._post_header(src)
+    def _post(self, src: int, header_timeout: Any) -> tuple[Any, list[Any], np.dtype, tuple[int, ...], Any]:
+        """Wait for the next header from ``src``, then post the receive of its payload into a fresh buffer
+        (or confirm the posted receive already waiting for it)."""
+        with self._lock:
+            if src not in self._headers:
+                self._headers[src] = self._post_header(src)
+            header, work = self._headers[src]
         work.wait() if header_timeout is None else work.wait(header_timeout)
         dtype, shape, inline = decode_header(header.cpu().numpy())
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         with self._lock:
-            into = self._want.pop(src, None)
-            if inline is not None:  # the whole message came in its header
+            del self._headers[src]
+            early, tail = self._early.pop(src, None), None
+            if early is not None:
+                out, reqs, tail = early
+                if inline is not None or nbytes != out.nbytes:
+                    # The posted receive is the wrong size: the stream from src is out of step, so stop
+                    # here, before the next header's receive is posted.
+                    check_fits(dtype, shape, out, self.rank, src, "comm.recv")
+                arr = out.reshape(-1).view(np.uint8)
+            elif inline is not None:  # the whole message came in its header
                 arr, reqs = inline, []
             else:
-                into = into if into is not None and (into.dtype, into.shape) == (dtype, shape) else None
-                arr, reqs = self._post_payload(src, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, into)
+                arr, reqs = self._post_payload(src, nbytes)
             if self._progress:
                 # Post the next header now, behind this payload (gloo matches a peer's messages in order),
                 # so it is already waiting when the peer sends: no round trip before the next payload can
                 # flow. Only where the process ends with os._exit: a receive still posted when the
                 # interpreter exits can abort it ("terminate called without an active exception").
                 self._headers[src] = self._post_header(src)
-                self._inbox[src].put((arr, reqs, dtype, shape))
-        return arr, reqs, dtype, shape
+                self._inbox[src].put((arr, reqs, dtype, shape, tail))
+        return arr, reqs, dtype, shape, tail
 
-    def _post_payload(self, src: int, nbytes: int, into: np.ndarray | None = None) -> tuple[Any, list[Any]]:
+    def _post_payload(self, src: int, nbytes: int) -> tuple[Any, list[Any]]:
         import torch
 
-        if into is not None:  # a sendrecv's out, of this message's dtype and shape
-            arr = into.reshape(-1).view(np.uint8)
-            buf = torch.from_numpy(arr)
-        elif self._device == "cpu":  # NumPy owns the memory, so freed buffers return to the malloc pool
+        if self._device == "cpu":  # NumPy owns the memory, so freed buffers return to the malloc pool
             arr = np.empty(nbytes, dtype=np.uint8)
             buf = torch.from_numpy(arr)
         else:
@@ -229,12 +272,15 @@ class ProcessComm(Communicator):
         return arr, [pg.recv([buf[i:i + SEGMENT_BYTES]], src, TAG) for i in range(0, nbytes, SEGMENT_BYTES)]
 
     def _finish(self, posted: tuple[Any, ...], src: int) -> np.ndarray:
-        arr, reqs, dtype, shape = posted
+        arr, reqs, dtype, shape, tail = posted
         try:
             for req in reqs:
                 req.wait()
         except RuntimeError as exc:
             raise RuntimeError(f"rank {self.rank}: receiving from rank {src} failed: {exc}") from exc
+        if tail is not None:  # the last partial segment of a posted receive landed in scratch
+            rest = len(arr) % SEGMENT_BYTES
+            arr[len(arr) - rest:] = tail[:rest]
         if not isinstance(arr, np.ndarray):
             arr = arr.cpu().numpy()
         return arr.view(dtype).reshape(shape)

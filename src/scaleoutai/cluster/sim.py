@@ -1,14 +1,19 @@
 """The simulated cluster: one thread per rank, an alpha-beta clock per rank (Chapters 2-4).
 
-Time model (Network(alpha, beta)): a send of n bytes started at the sender's clock t occupies the
-sender until t + alpha + n*beta and arrives then; a recv moves the receiver's clock to
-max(own clock, arrival). Sends are eager (buffered), so they never block in real time. A barrier moves
-every clock to the latest one. Results and clocks depend only on the per-pair message order, so every
-run is deterministic. When every live rank waits and nothing can arrive, DeadlockError names them.
+Time model (Network(alpha, beta)): a single-port, full-duplex link per rank. A send of n bytes started
+at the sender's clock t occupies the sender's egress until t + alpha + n*beta (sends are eager, so they
+never block in real time). The message then needs the receiver's ingress for alpha + n*beta: it takes
+the earliest free interval of that length starting no earlier than t, so messages arriving together
+serialize (incast). A recv moves the receiver's clock to max(own clock, end of that interval). Ingress
+intervals are placed in the receiver's recv order, so results and clocks depend only on the program,
+never on thread timing: every run is deterministic. ``Network(ingress="free")`` skips the ingress (a
+rank receives any number of messages at once). A barrier moves every clock to the latest one. When
+every live rank waits and nothing can arrive, DeadlockError names them.
 """
 from __future__ import annotations
 
 import _thread
+import bisect
 import threading
 import time
 import traceback
@@ -122,6 +127,10 @@ class SimComm(Communicator):
         self._crash_after = world.faults.crash.get(rank)
         self._slow = float(world.faults.slow.get(rank, 1.0))
         self._alpha, self._beta = world.network.alpha, world.network.beta
+        self._serial = world.network.ingress == "serial"
+        # Busy intervals of this rank's ingress, sorted and disjoint: [starts[i], ends[i]).
+        self._in_starts: list[float] = []
+        self._in_ends: list[float] = []
 
     # send and recv are the hot path (10^5 messages at K = 256): counts and costs are inlined.
     def _send(self, arr: np.ndarray, dst: int) -> None:
@@ -135,7 +144,7 @@ class SimComm(Communicator):
             if w.abort is not None:
                 raise _Aborted
             if w.state[dst] != "crashed":
-                w.mail[dst][self.rank].append((payload, arrival))
+                w.mail[dst][self.rank].append((payload, start, arrival))
                 if w.state[dst] == "recv" and w.waiting_on[dst] == self.rank:
                     w.wake_rank(dst)
         st.messages_sent += 1
@@ -160,7 +169,9 @@ class SimComm(Communicator):
                     w.sleep(self.rank)
                 w.blocked -= 1
                 w.state[self.rank], w.waiting_on[self.rank] = "run", None
-            payload, arrival = box.popleft()
+            payload, sent, arrival = box.popleft()
+        if self._serial:
+            arrival = self._ingress(sent, arrival - sent)
         if arrival > start:
             self.clock = arrival
         st = self.stats
@@ -169,6 +180,31 @@ class SimComm(Communicator):
         if self.trace is not None:
             self._trace("recv", src, payload.nbytes, start, self.clock)
         return payload
+
+    def _ingress(self, t: float, cost: float) -> float:
+        """Book ``cost`` seconds of ingress in the earliest gap starting at or after ``t``; return its end."""
+        if cost <= 0.0:
+            return t
+        starts, ends = self._in_starts, self._in_ends
+        i = len(ends)
+        if i and t < ends[-1]:  # not after everything booked so far: look for a gap
+            i = bisect.bisect_right(ends, t)
+            while i < len(starts) and t + cost > starts[i]:
+                t = max(t, ends[i])
+                i += 1
+        end = t + cost
+        if i and ends[i - 1] == t:  # touching the previous interval: extend it (keeps the lists short)
+            if i < len(starts) and starts[i] == end:
+                ends[i - 1] = ends[i]
+                del starts[i], ends[i]
+            else:
+                ends[i - 1] = end
+        elif i < len(starts) and starts[i] == end:
+            starts[i] = t
+        else:
+            starts.insert(i, t)
+            ends.insert(i, end)
+        return end
 
     def barrier(self) -> None:
         """Wait until every rank that has not crashed arrives; clocks move to the latest."""

@@ -1,13 +1,19 @@
 """The alpha-beta model of communication (Chapters 3-4): closed forms for the course's collectives
 and a least-squares fit of alpha and beta from measured message times.
 
-Model (the simulator's, cluster.Network): a send of m bytes costs the sender alpha + m * beta
-seconds; receives are not serialized. Every collective then costs
+Model (the simulator's, cluster.Network): a single-port, full-duplex link per rank. A message of m
+bytes occupies the sender's egress and then the receiver's ingress for alpha + m * beta seconds; a rank
+sends one message and receives one message at a time, so k messages converging on one rank cost
+k (alpha + m beta) there (Thakur, Rabenseifner and Gropp's model). Every collective then costs
     T(n, p) = a(p) * alpha + b(p) * n * beta,
 a latency term (a(p) message rounds on the critical path) and a bandwidth term (b(p) * n bytes on
 it). ``nbytes`` (n) is the vector each rank holds for reductions and broadcast, the full result for
 all_gather and gather, the root's full array for scatter, and each rank's total send buffer for
 all_to_all. For p = 1 nothing is sent.
+
+The block algorithms cut n into ``np.array_split`` blocks. When the item count is not a multiple of p
+the blocks differ by one item of w bytes, and the simulated time differs from T(n, p) by at most
+a(p) * w * beta (one item per round on the critical path); for multiples of p it is exact.
 """
 from __future__ import annotations
 
@@ -39,8 +45,8 @@ _TERMS: dict[str, Terms] = {
     "broadcast": lambda p: (_lg(p), _lg(p), _lg(p)),
     "reduce": lambda p: (_lg(p), _lg(p), np.ones_like(p)),
     "scatter": lambda p: (p - 1, (p - 1) / p, (p - 1) / p),
-    "gather": lambda p: (np.ones_like(p), 1 / p, 1 / p),
-    "naive_allreduce": lambda p: (p, p, p - 1),
+    "gather": lambda p: (p - 1, (p - 1) / p, 1 / p),  # incast: the root receives p - 1 blocks in turn
+    "naive_allreduce": lambda p: (2 * (p - 1), 2 * (p - 1), p - 1),  # p - 1 full copies in, then out
     "tree_allreduce": lambda p: (2 * _lg(p), 2 * _lg(p), _lg(p)),
     "ring_allreduce": lambda p: (2 * (p - 1), 2 * (p - 1) / p, 2 * (p - 1) / p),
     "recursive_doubling_allreduce": _rec_doubling,
