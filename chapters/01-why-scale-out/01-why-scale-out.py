@@ -21,6 +21,9 @@
 # rounding error, the gradient one machine would have computed. We prove it on paper, check it on the
 # simulated cluster and on real processes, redo it with `torch.distributed`, and then take a quick
 # tour of the six axes along which an AI system can be distributed.
+#
+# **Prerequisites:** none among the chapters: this is where the course begins. Background: Python and
+# NumPy arrays, the gradient of a least-squares loss, and a little probability (means and variances).
 
 # %% tags=["parameters"]
 N = 100_000  # smoke: 2_000
@@ -232,6 +235,18 @@ print(f"after 200 rounds every agent holds {res.values[0]:.6f}; the global mean 
 # weights its gradient by $N_k/N$ and calls the from-scratch `ring_allreduce`. `naive_sharded_gradient`
 # is the same with the gather-to-rank-0 pattern. Both must equal the single-machine reference on every
 # rank, for every $K$, including uneven shards and $K > N$ (on a tiny slice of the data).
+#
+# Here is the code. In `local_weighted_gradient` read how the shard is cut (`shard`, the course's one
+# split rule, so uneven shards differ by one row) and the weight $N_k/N$ that makes the sum exact; in
+# `sharded_gradient`, the single collective call that turns $K$ partial gradients into the full one.
+
+# %%
+from scaleoutai.notebooks import show
+
+show(local_weighted_gradient, sharded_gradient, naive_sharded_gradient)
+
+# %% [markdown]
+# Now the check, on every rank and for every $K$:
 
 # %%
 for k_ in K_CHECK:  # K = 8 > N = 5 below: three ranks hold nothing and still take part
@@ -373,3 +388,43 @@ plot_scaling(times, title=f"simulated strong scaling: N={N_EVAL:,}, P={P_EVAL:,}
 # 6. **Lab 1** (`labs/lab01-sharded-gradient`, graded): write the shard gradient and the weighted
 #    average yourself and make them equal one machine for $K = 1, 2, 3, 5, 8$, float32 and float64,
 #    including $K > N$.
+#
+# ## 9. Research directions
+#
+# - **When is a distributed gradient still exact?** The decomposition of Section 2 holds for losses that
+#   are averages over examples. Batch normalization, contrastive losses with in-batch negatives and
+#   other losses that couple examples across shards break it, and how to distribute them without
+#   changing what is learned is still studied model by model.
+#   - Ioffe and Szegedy, "Batch Normalization: Accelerating Deep Network Training by Reducing Internal
+#     Covariate Shift", ICML, 2015. The per-batch statistics it introduced are the textbook example of a
+#     loss term that does not decompose over shards.
+#   - Chen, Kornblith, Norouzi and Hinton, "A Simple Framework for Contrastive Learning of Visual
+#     Representations", ICML, 2020. Its in-batch negatives make the loss depend on the global batch, so
+#     data-parallel training has to gather embeddings across workers.
+# - **Which ceiling binds next?** Compute per accelerator has grown faster than memory capacity and far
+#   faster than interconnect bandwidth, so the binding ceiling keeps moving from compute to memory and
+#   communication. Predicting which one binds for a given model and cluster, before buying either, is an
+#   open modelling problem.
+#   - Gholami, Yao, Kim, Hooper, Mahoney and Keutzer, "AI and Memory Wall", IEEE Micro, 2024. Measures how
+#     slowly memory and interconnect bandwidth have grown against peak compute, and what that means
+#     for training and serving large models.
+#   - Sevilla, Heim, Ho, Besiroglu, Hobbhahn and Villalobos, "Compute Trends Across Three Eras of Machine
+#     Learning", IJCNN, 2022. Documents how fast training compute has grown, the pressure that forces
+#     every axis of distribution.
+# - **Distribution without a central coordinator.** The ring and the gossip average of Section 3 need no
+#   server, but they assume every worker is honest, reachable and about as fast as the rest.
+#   Decentralized training that tolerates slow, absent or faulty peers while matching centralized
+#   accuracy is an active research area.
+#   - Lian, Zhang, Zhang, Hsieh, Zhang and Liu, "Can Decentralized Algorithms Outperform Centralized
+#     Algorithms? A Case Study for Decentralized Parallel Stochastic Gradient Descent", NeurIPS, 2017.
+#     Shows gossip-style SGD converging at the centralized rate while avoiding the central bottleneck.
+#   - Dean, Corrado, Monga, Chen, Devin, Le, Mao, Ranzato, Senior, Tucker, Yang and Ng, "Large Scale
+#     Distributed Deep Networks", NeurIPS, 2012. The parameter-server design whose bottlenecks the
+#     collective-based methods of this course were invented to avoid.
+#
+# ## What's next
+#
+# Chapter 2 (Distributed systems concepts) asks what can go wrong once the workers are separate
+# machines: messages that arrive late or never, clocks that disagree, and how a group agrees on a leader
+# or a value anyway. Chapter 3 (Performance models) then turns the speedup curve of Section 7 into
+# Amdahl's and Gustafson's laws and the $\alpha$-$\beta$ cost of a message.

@@ -21,6 +21,10 @@
 # arithmetic that says how many machines survive how many faults. Everything runs on the simulated
 # cluster, where faults are injected deterministically, and the production shortcut is Ray's actor
 # restarts.
+#
+# **Prerequisites:** Chapter 1 (Why scale out: the communicator, `cluster.run` and the ring of $K$
+# workers). Background: basic probability (independent failures), and what a process, a message and a
+# timeout are.
 
 # %% tags=["parameters"]
 K = 5  # smoke: 5
@@ -222,8 +226,19 @@ cluster.plot_timeline(res, title=f"3 log entries on K={K}: AppendEntries fan out
 # ## 4. A minimal from-scratch implementation
 #
 # `bully_election(comm)` and `replicate_log(comm, commands, leader=0)` in `scaleoutai.foundations.consensus` are
-# plain send/recv code on the communicator; read them next to this section. Without faults every rank
-# elects rank $K-1$, and every follower ends with the leader's log, fully committed.
+# plain send/recv code on the communicator. In `bully_election` read what a rank does when a higher
+# rank stays silent (it takes over) and why the highest live rank always wins. In `replicate_log` read
+# the two phases of every entry: the leader's AppendEntries fan-out, then the majority of acks after
+# which, and only after which, the entry is committed. Without faults every rank elects rank $K-1$, and
+# every follower ends with the leader's log, fully committed.
+
+# %%
+from scaleoutai.notebooks import show
+
+show(bully_election, replicate_log, majority)
+
+# %% [markdown]
+# The fault-free runs:
 
 # %%
 res = cluster.run(bully_election, K)
@@ -432,3 +447,40 @@ for k_, m, b in zip(K_SWEEP, msgs, nbytes):
 # 6. **Lab 2** (`labs/lab02-vector-clocks`, graded): write the vector-clock run and the majority commit
 #    yourself; the grader checks them against a hand-computed happened-before relation and against
 #    0, 1 and too many crashes.
+#
+# ## 9. Research directions
+#
+# - **Consensus that stays fast when the network is not.** Majority replication pays a round trip to a
+#   quorum for every entry, and one slow or distant replica in that quorum stretches every commit. Cutting
+#   that latency (leaderless protocols, flexible quorums, consensus offloaded to the network) without
+#   weakening safety is an active line of work, and it decides how fast a training job's coordinator or
+#   a serving system's metadata store can go.
+#   - Ongaro and Ousterhout, "In Search of an Understandable Consensus Algorithm", USENIX ATC, 2014.
+#     Raft: leader election and log replication split into parts a reader can check, the design our
+#     `replicate_log` follows.
+#   - Howard, Malkhi and Spiegelman, "Flexible Paxos: Quorum Intersection Revisited", OPODIS, 2016.
+#     Shows that only the quorums of different phases must intersect, which allows smaller, faster
+#     replication quorums.
+# - **Failure detection and gray failures.** A timeout cannot tell a dead machine from a slow one, and in
+#   large clusters the common failures are partial: a node that answers heartbeats but corrupts data or
+#   runs at a tenth of its speed. Detecting those reliably, and deciding when to evict, is still largely
+#   engineering folklore.
+#   - Chandra and Toueg, "Unreliable Failure Detectors for Reliable Distributed Systems", Journal of the
+#     ACM, 1996. Characterises exactly how good a failure detector must be for consensus to be solvable.
+#   - Huang, Guo, Zhang, Li, Tang, Sun, Wang, Chen, Zhou and Zhou, "Gray Failure: The Achilles' Heel of
+#     Cloud-Scale Systems", HotOS, 2017. Names the partial failures that simple detectors miss and why they
+#     dominate incidents in large clouds.
+# - **Time and order at scale.** Vector clocks grow with the number of processes, and physical clocks
+#   drift. Ordering events cheaply across thousands of machines, with bounded clock uncertainty, remains
+#   a trade-off between metadata size, hardware support and the guarantees offered.
+#   - Lamport, "Time, Clocks, and the Ordering of Events in a Distributed System", Communications of the
+#     ACM, 1978. Defines happened-before and logical clocks, the basis of Section 2.
+#   - Corbett et al., "Spanner: Google's Globally-Distributed Database", OSDI, 2012. Bounds clock
+#     uncertainty with TrueTime so that commit order can follow real time across data centres.
+#
+# ## What's next
+#
+# Chapter 3 (Performance models) puts numbers on what this chapter only counted: the $\alpha$-$\beta$
+# cost of each message, Amdahl's and Gustafson's laws, and what a straggler does to a synchronous step.
+# The failure models come back in Chapter 18 (Elastic and fault-tolerant training), where a crashed
+# rank must not lose a training run.

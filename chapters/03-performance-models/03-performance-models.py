@@ -20,6 +20,10 @@
 # metric that reads a serial fraction out of measurements, the straggler model of a synchronous
 # step, the roofline of a single node, and the $\alpha$-$\beta$ model of a message. Every model is
 # checked against a run on the simulated cluster or against a closed form.
+#
+# **Prerequisites:** Chapter 1 (Why scale out: the ring all-reduce of a gradient) and Chapter 2
+# (Distributed-systems concepts: the simulated cluster, stragglers and failures). Background: the mean,
+# variance and maximum of random variables, logarithms, and least-squares line fitting.
 
 # %% tags=["parameters"]
 K_MAX = 64  # smoke: 16
@@ -154,6 +158,17 @@ for pp, ea, eo in zip(p[1:][::3], e_amdahl[::3], e_overhead[::3]):
 # `comm.send`/`comm.recv`. The simulator's makespan `res.sim_time` must equal the max of the draws
 # plus the all-reduce's $\alpha$-$\beta$ time, *exactly*: the ring's dependency chain visits every
 # rank, so every rank leaves the all-reduce $T_\text{ring}$ after the latest arrival.
+#
+# The simulator charges every message to a single-port, full-duplex link: a rank sends one message and
+# receives one at a time, and each occupies both ends for $\alpha + n\beta$. In the ring each rank has
+# one message in and one out per step, so no link is ever asked for two at once. Read the three pieces
+# this section puts together: the ring itself, the closed form it must equal, and the expected maximum
+# of $K$ normal draws.
+
+# %%
+from scaleoutai.notebooks import show
+
+show(collectives.ring_allreduce, perf.collective_time, perf.expected_max_normal)
 
 # %%
 net = cluster.Network(alpha=ALPHA, beta=BETA)
@@ -449,3 +464,40 @@ assert np.all(second <= np.array([perf.expected_max_normal(MU, SIGMA, K) for K i
 # 5. **A real $\alpha$-$\beta$ fit.** Repeat the ping experiment with `backend="process"`, timing
 #    ping-pongs with `time.perf_counter` inside the workers. How large is the loopback $\alpha$? How
 #    good is the $R^2$, and what does the residual plot say about the model?
+#
+# ## 9. Research directions
+#
+# - **Cost models for hierarchical, contended networks.** The $\alpha$-$\beta$ model charges every link the
+#   same and lets messages on different links proceed independently. Real clusters have NVLink inside a
+#   node, slower links between nodes, oversubscribed switches and other jobs on the same fabric, and a
+#   model simple enough to reason with but faithful enough to choose an algorithm is still missing.
+#   - Hockney, "The Communication Challenge for MPP: Intel Paragon and Meiko CS-2", Parallel Computing,
+#     1994. The latency-plus-bandwidth message model this chapter uses, fitted to real machines.
+#   - Culler, Karp, Patterson, Sahay, Schauser, Santos, Subramonian and von Eicken, "LogP: Towards a
+#     Realistic Model of Parallel Computation", PPoPP, 1993. Adds per-message processor overhead and a
+#     gap between messages, two costs the $\alpha$-$\beta$ model folds together.
+# - **Taming the tail.** Section 4 showed that a synchronous step pays for the slowest of $K$ workers.
+#   Backup workers, bounded staleness and dropping late gradients trade statistical efficiency for time,
+#   and how to choose among them for a given noise distribution and model has no general answer.
+#   - Dean and Barroso, "The Tail at Scale", Communications of the ACM, 2013. Why rare slow responses
+#     dominate at scale, and the hedging and backup-request techniques that hide them.
+#   - Chen, Pan, Monga, Bengio and Jozefowicz, "Revisiting Distributed Synchronous SGD", ICLR Workshop
+#     Track, 2016. Synchronous SGD with backup workers: drop the slowest few gradients each step.
+# - **Laws for whole systems, not single kernels.** Amdahl's and Gustafson's laws and the roofline each
+#   describe one bottleneck. Predicting end-to-end training time across compute, memory and network at
+#   once, well enough to plan a cluster purchase, remains an open problem.
+#   - Amdahl, "Validity of the Single Processor Approach to Achieving Large Scale Computing
+#     Capabilities", AFIPS Spring Joint Computer Conference, 1967. The fixed-size speedup bound.
+#   - Gustafson, "Reevaluating Amdahl's Law", Communications of the ACM, 1988. Scaled speedup: grow the
+#     problem with the machine and the serial fraction shrinks.
+#   - Williams, Waterman and Patterson, "Roofline: An Insightful Visual Performance Model for Multicore
+#     Architectures", Communications of the ACM, 2009. Bounds a kernel by peak compute and by memory
+#     bandwidth times arithmetic intensity.
+#
+# ## What's next
+#
+# Chapter 4 (Communication primitives) builds the collectives whose cost this chapter modelled:
+# broadcast, reduce, gather, the ring and tree all-reduces and all-to-all, each checked against these
+# closed forms, including what happens when many messages converge on one rank. Chapter 5 (Evaluation
+# discipline) then turns the measurements of Section 5 into a method: warm-up, repeats, confidence
+# intervals and honest baselines.
