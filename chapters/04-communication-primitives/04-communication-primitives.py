@@ -21,6 +21,10 @@
 # prices each with the $\alpha$-$\beta$ model: a message of $m$ bytes takes $\alpha + \beta m$ seconds.
 # Then it runs the same operations through `torch.distributed` on real processes, fits $\alpha$ and
 # $\beta$ on this machine, and breaks the collectives on purpose.
+#
+# **Prerequisites:** Chapter 1 (Why scale out: the communicator and the sharded gradient), Chapter 2
+# (Distributed-systems concepts: messages, ordering and failures) and Chapter 3 (Performance models:
+# the $\alpha$-$\beta$ cost of a message). Background: NumPy slicing and `np.array_split`, logarithms.
 
 # %% tags=["parameters"]
 K = 8  # smoke: 4
@@ -75,9 +79,27 @@ for k in (8, 64, 512):
 # message from `src` arrives and returns a fresh array of the sender's shape and dtype. Messages
 # between one pair of ranks arrive in the order they were sent. Nothing else is needed.
 #
-# **The cost model.** On the simulator, a send of $m$ bytes started at the sender's clock $t$ keeps
-# the sender busy until $t + \alpha + \beta m$ and arrives then; a receive moves the receiver's clock
-# to the later of its own clock and the arrival. A collective's time is the latest clock at the end.
+# **Eager and rendezvous.** Real message layers move a message in one of two ways. *Eager*: the sender
+# pushes the bytes at once and the receiver buffers them until the program asks, which costs a copy
+# and buffer space but never makes the sender wait. *Rendezvous*: the sender first announces the size,
+# the receiver answers once it has a buffer, and only then do the bytes flow, straight into the
+# destination, at the price of a round trip. Our `send` is eager. On real processes every message
+# carries a header (dtype and shape) followed by the payload, and gloo moves bytes only into a receive
+# that has been *posted*, so by default the payload's receive can be posted only once the header has
+# landed. A rank that already knows what is coming can do better with a **posted receive**,
+# `comm.recv(src, out=buf)` (MPI's `irecv` into a named buffer): the payload's receive goes into `buf`
+# before the header arrives, the bytes land in place, and the header only confirms the size. A message
+# that does not fit `buf` exactly is a `ValueError`. The ring's reduce-scatter and all-gather steps use
+# it, since both ends know every block's size.
+#
+# **The cost model.** The simulator gives every rank one *single-port, full-duplex* link, the model of
+# the MPI cost literature: a rank sends one message and receives one message at a time, in both
+# directions at once. A send of $m$ bytes started at the sender's clock $t$ keeps the sender's outgoing
+# port busy until $t + \alpha + \beta m$; the message then needs the receiver's incoming port for
+# $\alpha + \beta m$ as well, in the first free interval that starts no earlier than $t$. So $k$
+# messages that converge on one rank at once take $k(\alpha + \beta m)$ there: **incast**. A receive
+# moves the receiver's clock to the later of its own clock and the end of that interval. A collective's
+# time is the latest clock at the end.
 # Every collective below costs $a(K)\,\alpha + b(K)\, n\beta$: $a$ counts message rounds on the
 # critical path (the latency term), $b\,n$ the bytes on it (the bandwidth term).
 
@@ -120,7 +142,8 @@ print("rank 0 stats:", res.stats[0].as_dict())
 # four cost profiles (in the $\alpha$-$\beta$ model, $n$ bytes per rank):
 #
 # * **naive**: everyone sends to rank 0, rank 0 sums and sends the result back to each rank:
-#   $K(\alpha + n\beta)$, and rank 0's link carries $(K-1)n$ bytes each way.
+#   $2(K-1)(\alpha + n\beta)$, because rank 0's single port takes the $K-1$ vectors one after another
+#   and then sends $K-1$ copies back; its link carries $(K-1)n$ bytes each way.
 # * **tree**: a binomial-tree reduce followed by a binomial-tree broadcast:
 #   $2\lceil\log_2 K\rceil(\alpha + n\beta)$. Few rounds, but every round carries the whole vector.
 # * **recursive doubling**: in round $k$, rank $r$ swaps its partial sum with rank $r \oplus 2^k$:
@@ -182,7 +205,16 @@ print("ring pass: correct for K = 1, 2, 3, 5, 8; each rank sends (K-1) n bytes")
 # It is correct, but each rank sends $(K-1)n$ bytes: as many as the naive root, spread evenly. The
 # ring all-reduce of the library cuts every vector into $K$ blocks and sends each rank only
 # $2\frac{K-1}{K}n$ bytes. That is the algorithm you write yourself in Lab 4; here it is imported from
-# `scaleoutai.collectives` together with the others.
+# `scaleoutai.collectives` together with the others. Read it: `ring_allreduce` is a reduce-scatter and
+# an all-gather sharing one output buffer; in `reduce_scatter` note which block each step sends and
+# which it folds, and that every receive is a posted receive into the block it lands in.
+
+# %%
+from scaleoutai.notebooks import show
+
+show(collectives.ring_allreduce, collectives.reduce_scatter, collectives.all_gather)
+
+# %% [markdown]
 #
 # **Checking every collective against one machine.** The reference for each collective is a line of
 # NumPy over the stacked inputs: `np.sum(xs, axis=0)` for the reductions, `np.array_split` for the
@@ -278,9 +310,45 @@ for name, r in traced.items():
           f"bytes sent per rank {[s.bytes_sent for s in r.stats]}")
 
 # %% [markdown]
-# In the naive timeline rank 0 does all the work: it receives three full vectors and then sends three
-# full vectors one after another, while ranks 1 to 3 sit idle. In the ring every rank is busy at every
-# step, each message is a quarter of the vector, and the six steps finish sooner.
+# In the naive timeline rank 0 does all the work: its one incoming port takes the three full vectors
+# one after another, then it sends three full vectors back, while ranks 1 to 3 sit idle. In the ring
+# every rank is busy at every step, each message is a quarter of the vector, and the six steps finish
+# sooner.
+#
+# ### Incast: many senders, one receiver
+#
+# Gather sends $K-1$ blocks of $n/K$ bytes to one root at the same moment. On a single-port link they
+# queue at the root: $(K-1)(\alpha + \frac{n}{K}\beta)$, as long as a ring all-gather, which delivers
+# the same blocks to *every* rank. A model that lets a rank receive any number of messages at once
+# (`Network(ingress="free")`) charges the gather a single $\alpha + \frac{n}{K}\beta$ and teaches the
+# wrong lesson: that funnelling data into one rank is cheap. Parameter servers (Chapter 11) and the
+# replicas of a serving system (Chapter 23) hit exactly this queue.
+
+# %%
+free_net = cluster.Network(alpha=ALPHA, beta=BETA, ingress="free")
+incast = []
+for k in KS:
+    elems = max(k, P // k * k)
+    block = np.ones(elems // k, np.float32)
+    t_gather = cluster.run(lambda comm: collectives.gather(comm, block), k, network=net).sim_time
+    t_free = cluster.run(lambda comm: collectives.gather(comm, block), k, network=free_net).sim_time
+    t_allgather = cluster.run(lambda comm: collectives.all_gather(comm, block), k, network=net).sim_time
+    n_bytes = elems * 4
+    assert np.isclose(t_gather, perf.collective_time("gather", n_bytes, k, ALPHA, BETA), rtol=1e-9)
+    assert np.isclose(t_gather, (k - 1) * (ALPHA + block.nbytes * BETA), rtol=1e-9)  # queued at the root
+    assert np.isclose(t_free, ALPHA + block.nbytes * BETA, rtol=1e-9)  # the free-ingress illusion
+    assert np.isclose(t_allgather, t_gather, rtol=1e-9)  # everyone gets the blocks for the same time
+    incast.append((k, t_gather, t_free, t_allgather))
+print(f"{'K':>3} {'gather (single port)':>22} {'gather (free ingress)':>22} {'ring all-gather':>16}")
+for k, tg, tf, ta in incast:
+    print(f"{k:>3} {tg * 1e3:>19.3f} ms {tf * 1e3:>19.3f} ms {ta * 1e3:>13.3f} ms")
+fig, ax = plt.subplots(figsize=(7, 4))
+ax.plot(KS, [tg for _, tg, _, _ in incast], "o-", label="gather to one root (single port)")
+ax.plot(KS, [ta for _, _, _, ta in incast], "x--", label="ring all-gather (every rank gets it)")
+ax.plot(KS, [tf for _, _, tf, _ in incast], "s:", label="gather, free ingress (wrong)")
+ax.set(xlabel="workers K", ylabel="simulated time (s)", title=f"incast: {4 * P} bytes gathered")
+ax.legend()
+plt.show()
 #
 # ### Bytes and time against the $\alpha$-$\beta$ model
 #
@@ -305,11 +373,9 @@ for name in collectives.ALLREDUCES:
 for (name, k), (nb, t, b, m) in sweep_k.items():
     # the busiest rank sends exactly the modelled bytes when K divides the vector
     assert b == perf.collective_bytes_per_rank(model_name[name], nb, k), (name, k, b)
-    # the closed form is exact for powers of two and an upper bound otherwise (the tree's unused branches)
+    # on a single-port link the closed form is exact for every K, powers of two or not
     model = perf.collective_time(model_name[name], nb, k, ALPHA, BETA)
-    assert t <= model * (1 + 1e-9), (name, k, t, model)
-    if k & (k - 1) == 0 or name != "tree":
-        assert np.isclose(t, model, rtol=1e-9), (name, k, t, model)
+    assert np.isclose(t, model, rtol=1e-9), (name, k, t, model)
     if name == "ring":
         assert b == 2 * (k - 1) * nb // k and m == 2 * (k - 1)
         assert np.isclose(t, 2 * (k - 1) * (ALPHA + nb / k * BETA), rtol=1e-9)
@@ -389,8 +455,7 @@ print(f"alpha/beta = {n_star:.0f} B; tree beats ring below {n_cross:.0f} B at K 
 #
 # 1. **Agreement.** `ring_allreduce` against `dist.all_reduce`, `all_gather` against `dist.all_gather`,
 #    `reduce_scatter` against `dist.reduce_scatter`, all against the single-machine NumPy sum (each rank
-#    can regenerate every rank's input from its seed). Gloo in this torch version supports
-#    reduce-scatter; if yours does not, the worker records the skip instead of failing.
+#    can regenerate every rank's input from its seed).
 # 2. **Timing.** A ping-pong (half the round trip is one message, $\alpha + \beta m$), our ring, and
 #    torch's all-reduce at each size in `PROC_SIZES`, with `perf.measure` (warm-up, then `REPEATS`
 #    timed calls, median).
@@ -405,7 +470,7 @@ def production_check(comm, sizes, repeats):
     from scaleoutai import perf
 
     k, r = comm.size, comm.rank
-    checked, skipped = [], []
+    checked = []
     for length in (1, 6, 1002):  # 1 < K: one rank's block is empty
         for dtype in (np.float64, np.float32, np.int64):
             rng = [np.random.default_rng(1000 * length + q) for q in range(k)]
@@ -426,14 +491,16 @@ def production_check(comm, sizes, repeats):
             if length % k == 0:  # torch's reduce_scatter needs equal blocks
                 mine = collectives.reduce_scatter(comm, xs[r])
                 out = torch.empty(length // k, dtype=theirs.dtype)
-                try:
-                    dist.reduce_scatter(out, list(torch.from_numpy(xs[r].copy()).chunk(k)))
-                except (RuntimeError, NotImplementedError) as exc:
-                    skipped.append(f"dist.reduce_scatter: {type(exc).__name__}: {str(exc)[:80]}")
-                else:
-                    np.testing.assert_allclose(out.numpy(), np.array_split(total, k)[r], **tol)
-                    checked.append(f"reduce_scatter {np.dtype(dtype).name}[{length}]")
+                dist.reduce_scatter(out, list(torch.from_numpy(xs[r].copy()).chunk(k)))
+                np.testing.assert_allclose(out.numpy(), np.array_split(total, k)[r], **tol)
                 np.testing.assert_allclose(mine, np.array_split(total, k)[r], **tol)
+                checked.append(f"reduce_scatter {np.dtype(dtype).name}[{length}]")
+
+    # a posted receive: both ranks know the size, so the payload's receive is posted before the header
+    buf = np.empty(300_000)
+    comm.send(np.arange(300_000, dtype=np.float64) * (r + 1), 1 - r)
+    assert comm.recv(1 - r, out=buf) is buf and np.array_equal(buf, np.arange(300_000) * (2 - r))
+    checked.append("posted receive float64[300000]")
 
     def ping_pong(x):
         if r == 0:
@@ -451,15 +518,14 @@ def production_check(comm, sizes, repeats):
             dist.barrier()
             timing = perf.measure(fn, warmup=2, repeats=repeats)
             times[label].append(timing.median / (2 if label == "ping-pong / 2" else 1))
-    return {"checked": checked, "skipped": skipped, "times": times}
+    return {"checked": checked, "times": times}
 
 
 prod = cluster.run(production_check, 2, backend="process", args=(PROC_SIZES, REPEATS), timeout=180, quiet=True)
 out0 = prod.values[0]
 print(f"2 processes agree with torch.distributed (gloo) and NumPy on {len(out0['checked'])} checks, e.g.:")
 print("  " + "\n  ".join(out0["checked"][:4]))
-for s in out0["skipped"]:
-    print("skipped:", s)
+assert all(v["checked"] == out0["checked"] for v in prod.values) and len(out0["checked"]) == 16
 print(f"process run took {prod.wall_time:.1f} s of wall time")
 
 # %% [markdown]
@@ -503,11 +569,12 @@ ax.legend()
 
 # %% [markdown]
 # Read the two fits side by side. Torch's gloo all-reduce is C++ end to end and reduces each segment
-# while the next one arrives; ours pays, at every one of its $2(K-1)$ steps, for a header that must land
-# before the payload's receive can be posted (gloo moves bytes only into a posted receive), Python on
-# both ends of every message, and a NumPy reduction after the transfer. Its steps are `sendrecv`s, which
-# already save two copies: a plain `send` copies the payload (so the caller may change its array the
-# moment `send` returns) and a plain `recv` returns a new array that the all-gather would copy into place.
+# while the next one arrives; ours pays, at every one of its $2(K-1)$ steps, for Python on both ends of
+# every message, a header per message, and a NumPy reduction after the transfer. Its steps are
+# `sendrecv`s with posted receives, which save two copies and a wait: a plain `send` copies the payload
+# (so the caller may change its array the moment `send` returns), a plain `recv` returns a new array
+# that would then be copied into place, and without `out` the payload's receive could be posted only
+# after its header had landed (`benchmarks/bench_process_allreduce.py` measures what that costs).
 # Messages of at most 256 bytes ride inside their header, so the
 # ping-pong's intercept is one gloo message. Whether an overhead lands in the intercept ($\alpha$) or the
 # slope ($\beta$) tells you what to optimise first. $R^2$ says how well a straight line explains the medians:
@@ -693,3 +760,43 @@ assert eval_rows["ring"][1] == floor and min(b for _, b, _, _ in eval_rows.value
 #    `cluster.Network`, and predict the time of our ring on 2 processes. How close is the prediction?
 # 6. Use `all_to_all` to transpose a matrix whose rows are split across $K$ ranks so that each rank ends
 #    up with a block of columns (the shuffle of Chapter 6 and the expert dispatch of Chapter 17).
+# 7. **Incast in numbers.** Write a gather in which the root posts its receives in reverse rank order,
+#    and one in which rank $r$ first computes for $r \cdot 10\,\mu s$. Predict each simulated time on the
+#    single-port link before running it, then compare with `Network(ingress="free")`.
+#
+# ## 9. Research directions
+#
+# - **Collectives that know the topology.** The ring and the tree assume every pair of ranks is equally
+#   close. Real clusters have fast links inside a node, slower ones between nodes and oversubscribed
+#   switches above them; finding the schedule that is optimal for a given topology and message size,
+#   automatically and quickly, is an active research area.
+#   - Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication Operations in MPICH",
+#     International Journal of High Performance Computing Applications, 2005. The cost analysis of the
+#     classic algorithms on a single-port link, and the size-based switching MPI libraries still use.
+#   - Cai, Liu, Maleki, Musuvathi, Mytkowicz, Nelson and Saarikivi, "Synthesizing Optimal Collective
+#     Algorithms", PPoPP, 2021. Generates latency- and bandwidth-optimal collective schedules for a given
+#     topology with an SMT solver.
+# - **Bandwidth-optimal all-reduce with fewer rounds.** The ring sends the minimum number of bytes but
+#   pays $2(K-1)$ latencies; trees and recursive doubling pay few latencies but move more. Algorithms
+#   that are close to optimal in both terms for every $K$, including non-powers of two, are still being
+#   found.
+#   - Patarasuk and Yuan, "Bandwidth Optimal All-reduce Algorithms for Clusters of Workstations", Journal
+#     of Parallel and Distributed Computing, 2009. Proves the bandwidth lower bound that the ring meets.
+#   - Sanders, Speck and Traff, "Two-Tree Algorithms for Full Bandwidth Broadcast, Reduction and Scan",
+#     Parallel Computing, 2009. Two complementary trees that reach full bandwidth with logarithmic depth.
+# - **Sending fewer bytes.** When the network is the ceiling, compressing what the collectives carry
+#   (quantized or sparsified gradients) cuts time but changes the arithmetic: compressed values do not
+#   always sum, and error feedback is needed for convergence. Making compression compose with
+#   all-reduce, not only with a parameter server, is open.
+#   - Alistarh, Grubic, Li, Tomioka and Vojnovic, "QSGD: Communication-Efficient SGD via Gradient
+#     Quantization and Encoding", NeurIPS, 2017. Quantized gradients with convergence guarantees.
+#   - Vogels, Karimireddy and Jaggi, "PowerSGD: Practical Low-Rank Gradient Compression for Distributed
+#     Optimization", NeurIPS, 2019. A low-rank compression that stays compatible with all-reduce.
+#
+# ## What's next
+#
+# Chapter 5 (Evaluation discipline) turns the timings of Section 5 into numbers you can defend:
+# warm-up, repeats, medians and confidence intervals, and baselines that are not straw men. The
+# collectives built here return in every Part: the all-to-all as the shuffle of Chapter 6
+# (MapReduce) and the expert dispatch of Chapter 17 (Expert parallelism), and the ring all-reduce in
+# Chapter 15 (Data parallelism), which overlaps it with the backward pass.
