@@ -29,6 +29,11 @@
 # Activation checkpointing, the fourth tool, trades recomputation for activation memory on one device.
 # Then we run the production versions, `torch.distributed.fsdp.fully_shard` (FSDP2), DTensor tensor
 # parallelism and `torch.distributed.pipelining`, on real processes and demand the same numbers.
+#
+# **Prerequisites:** Chapter 3 (speedup $S_p$, efficiency $E_p$, critical paths and stragglers),
+# Chapter 4 (send/recv, all-reduce, reduce-scatter and all-gather with their $\alpha$-$\beta$ costs) and
+# Chapter 15 (data parallelism, $B = K b$, mixed precision); background: backpropagation through an MLP,
+# the Adam optimizer, and the layers of a transformer block (attention and the feed-forward MLP).
 
 # %% tags=["parameters"]
 SIZES = [16, 32, 32, 8]  # smoke: [12, 24, 8]
@@ -168,6 +173,21 @@ for stage, b in per_step.items():
 # %% [markdown]
 # ## 4. A minimal from-scratch implementation in NumPy
 #
+# Three functions carry the chapter. In `zero.zero_step` read how the stage picks the collective: stages
+# 0 and 1 all-reduce the whole gradient and slice out the rank's block `lo:hi`, stages 2 and 3
+# reduce-scatter so that only the block ever exists; Adam then updates that block alone, and stages 1
+# and 2 all-gather the new parameters while stage 3 keeps only its shard (and gathers the full vector
+# at the top of the next step). `tensor.megatron_mlp_forward` is the whole Megatron trick in three
+# lines: a column-parallel layer, GELU on the rank's columns, a row-parallel layer whose partial
+# products meet in the one all-reduce. `pipeline.one_f_one_b_schedule` is the 1F1B order for stage $s$:
+# $p - s - 1$ warm-up forwards, then one forward and one backward in turn, then the remaining backwards.
+
+# %%
+from scaleoutai.notebooks import show
+
+show(zero.zero_step, tensor.megatron_mlp_forward, pipeline.one_f_one_b_schedule)
+
+# %% [markdown]
 # ### ZeRO stages 1-3 equal Adam
 #
 # `zero.train_zero(comm, data, params0, steps, lr, stage, mixed=False)` runs sharded Adam. In float64
@@ -367,6 +387,85 @@ ax.legend()
 # $p - s$ micro-batches of activations, where GPipe stashes all $m$. That is what lets 1F1B use the
 # large $m$ that shrinks the bubble.
 #
+# ### Interleaved 1F1B: $v$ model chunks per stage
+#
+# The bubble is the time it takes to fill and drain the pipeline, $p - 1$ stage-times. Megatron-LM's
+# interleaved schedule makes each stage-time shorter instead of adding micro-batches: the layers are cut
+# into $p v$ chunks and stage $s$ holds the $v$ non-consecutive chunks $s, s + p, \dots, s + (v-1)p$, each
+# costing $1/v$ of a stage. A micro-batch goes around the ring of stages $v$ times, fill and drain take
+# $(p-1)/v$ stage-times, and
+#
+# $$\text{bubble} = \frac{(p-1)/v}{m + (p-1)/v}.$$
+#
+# The price is communication: a micro-batch crosses $p v - 1$ chunk boundaries in each direction instead
+# of $p - 1$, so $v$ times the point-to-point messages. In `pipeline.interleaved_schedule` read how an
+# op index $k$ maps to a micro-batch and a local chunk (forwards go in groups of $p$ micro-batches, chunk
+# by chunk; backwards visit the chunks in reverse) and how long the warm-up is:
+# $2(p - s - 1) + (v - 1)p$ forwards. Megatron-LM's order needs $m$ to be a multiple of $p$, and the
+# library also asks for $p \ge 3$.
+
+# %%
+show(pipeline.interleaved_schedule)
+
+# %% [markdown]
+# A deeper MLP of $2p$ layers gives $v = 2$ one layer per chunk. For every $m$ in `MS` that is a multiple
+# of $p$, the interleaved step with $v = 1$ and $v = 2$ must give the gradients of GPipe, of 1F1B and of
+# the single device; its measured bubble must equal `bubble_fraction(p, m, v)`, its makespan
+# $(m + (p-1)/v)(t_f + t_b)$, and its message count $2m(pv - 1)$.
+
+# %%
+rng_i = np.random.default_rng(SEED + 5)
+pi = nn.mlp_init([PIPE_SIZES[0]] * (2 * P_STAGES + 1), seed=5)
+xi = rng_i.standard_normal((max(MS) * 2, PIPE_SIZES[0]))
+ti = rng_i.standard_normal((max(MS) * 2, PIPE_SIZES[0]))
+out_i, cache_i = nn.mlp_forward(pi, xi)
+loss_i, dy_i = nn.mse_loss(out_i, ti)
+_, gi_ref = nn.mlp_backward(pi, cache_i, dy_i)
+M_INTER = [m for m in MS if m % P_STAGES == 0]
+assert M_INTER, f"MS must contain a multiple of P_STAGES = {P_STAGES}"
+inter = {}
+for m in M_INTER:
+    plain = {name: pipeline.pipeline_step(pi, xi, ti, P_STAGES, m, name) for name in ("gpipe", "1f1b")}
+    for v in (1, 2):
+        r = pipeline.pipeline_step(pi, xi, ti, P_STAGES, m, "interleaved", v=v)
+        for k in gi_ref:
+            np.testing.assert_allclose(r.grads[k], gi_ref[k], rtol=1e-10, atol=1e-12)
+            for other in plain.values():
+                np.testing.assert_allclose(r.grads[k], other.grads[k], rtol=1e-10, atol=1e-12)
+        assert np.isclose(r.loss, loss_i, rtol=1e-12)
+        assert np.isclose(r.bubble, pipeline.bubble_fraction(P_STAGES, m, v), rtol=1e-9, atol=1e-12)
+        assert np.isclose(r.makespan, (m + (P_STAGES - 1) / v) * 3.0)
+        assert r.messages == 2 * m * (P_STAGES * v - 1)
+        inter[m, v] = r
+    assert plain["1f1b"].messages == 2 * m * (P_STAGES - 1) == inter[m, 1].messages
+print(f"interleaved 1F1B, p = {P_STAGES}, {2 * P_STAGES} layers, m in {M_INTER}: gradients == GPipe == 1F1B "
+      f"== single device (rtol 1e-10) for v = 1 and 2")
+print(f"{'m':>3} {'bubble v=1':>10} {'formula':>8} {'bubble v=2':>10} {'formula':>8} {'msgs v=1':>8} {'msgs v=2':>8}")
+for m in M_INTER:
+    print(f"{m:>3} {inter[m, 1].bubble:>10.3f} {pipeline.bubble_fraction(P_STAGES, m, 1):>8.3f} "
+          f"{inter[m, 2].bubble:>10.3f} {pipeline.bubble_fraction(P_STAGES, m, 2):>8.3f} "
+          f"{inter[m, 1].messages:>8} {inter[m, 2].messages:>8}")
+
+# %%
+m_show = M_INTER[min(1, len(M_INTER) - 1)]
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 3.8), gridspec_kw={"width_ratios": [1.6, 1]})
+pipeline.plot_schedule(inter[m_show, 2], ax=ax1)
+m_fine = np.arange(P_STAGES, max(M_INTER) + 1)
+for v, marker in ((1, "o"), (2, "s")):
+    ax2.plot(m_fine, [pipeline.bubble_fraction(P_STAGES, m, v) for m in m_fine], "-",
+             label=f"bubble_fraction(p, m, v={v})")
+    ax2.plot(M_INTER, [inter[m, v].bubble for m in M_INTER], marker, ms=9, ls="", color="black",
+             mfc="none", label=f"measured, v = {v}")
+ax2.set(xlabel="micro-batches m", ylabel="bubble fraction", title=f"interleaved 1F1B, p = {P_STAGES}")
+ax2.legend(fontsize="small")
+fig.tight_layout()
+
+# %% [markdown]
+# With $v = 2$ the bubble is that of a pipeline with twice the micro-batches, and $v = 1$ is plain 1F1B.
+# The message count doubles, which is free here (the simulator's links cost nothing) but not on a real
+# network: each message pays $\alpha$, so interleaving suits stages joined by fast links and large
+# enough micro-batches for $\beta$ to dominate.
+#
 # ### Activation checkpointing: memory for recompute
 #
 # Backpropagation keeps every layer's input and pre-activation. `checkpointed_mlp_forward(params, x, k)`
@@ -459,61 +558,56 @@ def production_worker(comm, params0, data, steps, lr, block, xb, pipe, xp, tp_, 
         return {**{f"W{i}": as_numpy(lin.weight).T for i, lin in enumerate(lins)},
                 **{f"b{i}": as_numpy(lin.bias) for i, lin in enumerate(lins)}}
 
-    out, errors = {}, {}
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    out = {}
     mesh = init_device_mesh("cpu", (comm.size,))
     out["single_adam"] = adam(torch_mlp(params0), shard=False)
-    try:  # FSDP2
-        from torch.distributed.fsdp import fully_shard
-        model = torch_mlp(params0)
-        for mod in model:
-            if isinstance(mod, nn.Linear):
-                fully_shard(mod, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-        w = model[0].weight
-        out["fsdp_local_shape"] = tuple(w.to_local().shape)
-        out["fsdp_placement"] = str(w.placements)
-        out["fsdp"] = adam(model, shard=True)
-    except Exception as exc:  # noqa: BLE001 - report, do not hide
-        errors["fsdp"] = f"{type(exc).__name__}: {exc}"
-    try:  # DTensor tensor parallel
-        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    # FSDP2: every Linear and the root become fully sharded units
+    model = torch_mlp(params0)
+    for mod in model:
+        if isinstance(mod, nn.Linear):
+            fully_shard(mod, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    w = model[0].weight
+    out["fsdp_local_shape"] = tuple(w.to_local().shape)
+    out["fsdp_placement"] = str(w.placements)
+    out["fsdp"] = adam(model, shard=True)
 
-        def megatron_mlp():
-            return nn.Sequential(linear(block["W1"], block["b1"]), nn.GELU(approximate="tanh"),
-                                 linear(block["W2"], block["b2"]))
-        dense, tpm = megatron_mlp(), megatron_mlp()
-        parallelize_module(tpm, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-        x = torch.from_numpy(xb)
-        y_tp, y_dense = tpm(x), dense(x)
-        y_tp.square().mean().backward()
-        y_dense.square().mean().backward()
-        out["tp"] = {"y": as_numpy(y_tp), "y_dense": as_numpy(y_dense),
-                     "grads": [(as_numpy(a.grad), as_numpy(b.grad))
-                               for a, b in zip(tpm.parameters(), dense.parameters())],
-                     "local_W1": tuple(tpm[0].weight.to_local().shape)}
-    except Exception as exc:  # noqa: BLE001
-        errors["tp"] = f"{type(exc).__name__}: {exc}"
-    try:  # pipelining
-        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-        ref = torch_mlp(pipe)
-        nn.functional.mse_loss(ref(torch.from_numpy(xp)), torch.from_numpy(tp_)).backward()
-        cut = 2 * (len(pipe) // 4)  # Linear, ReLU pairs: the first half of the linear layers on stage 0
-        for name, cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
-            model = torch_mlp(pipe)
-            sub = model[:cut] if comm.rank == 0 else model[cut:]
-            stage = PipelineStage(sub, comm.rank, comm.size, torch.device("cpu"))
-            sched = cls(stage, n_microbatches=m, loss_fn=nn.functional.mse_loss)
-            if comm.rank == 0:
-                sched.step(torch.from_numpy(xp))
-            else:
-                sched.step(target=torch.from_numpy(tp_))
-            ref_sub = ref[:cut] if comm.rank == 0 else ref[cut:]
-            out[f"pp_{name}"] = [(as_numpy(a.grad), as_numpy(b.grad)) for a, b in
-                                 zip(sub.parameters(), ref_sub.parameters())]
-        out["pp_cut"] = cut
-    except Exception as exc:  # noqa: BLE001
-        errors["pp"] = f"{type(exc).__name__}: {exc}"
-    out["errors"] = errors
+    # DTensor tensor parallel: the Megatron MLP
+    def megatron_mlp():
+        return nn.Sequential(linear(block["W1"], block["b1"]), nn.GELU(approximate="tanh"),
+                             linear(block["W2"], block["b2"]))
+    dense, tpm = megatron_mlp(), megatron_mlp()
+    parallelize_module(tpm, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    x = torch.from_numpy(xb)
+    y_tp, y_dense = tpm(x), dense(x)
+    y_tp.square().mean().backward()
+    y_dense.square().mean().backward()
+    out["tp"] = {"y": as_numpy(y_tp), "y_dense": as_numpy(y_dense),
+                 "grads": [(as_numpy(a.grad), as_numpy(b.grad))
+                           for a, b in zip(tpm.parameters(), dense.parameters())],
+                 "local_W1": tuple(tpm[0].weight.to_local().shape)}
+
+    # pipelining: one stage per rank, GPipe and 1F1B
+    ref = torch_mlp(pipe)
+    nn.functional.mse_loss(ref(torch.from_numpy(xp)), torch.from_numpy(tp_)).backward()
+    cut = 2 * (len(pipe) // 4)  # Linear, ReLU pairs: the first half of the linear layers on stage 0
+    for name, cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
+        model = torch_mlp(pipe)
+        sub = model[:cut] if comm.rank == 0 else model[cut:]
+        stage = PipelineStage(sub, comm.rank, comm.size, torch.device("cpu"))
+        sched = cls(stage, n_microbatches=m, loss_fn=nn.functional.mse_loss)
+        if comm.rank == 0:
+            sched.step(torch.from_numpy(xp))
+        else:
+            sched.step(target=torch.from_numpy(tp_))
+        ref_sub = ref[:cut] if comm.rank == 0 else ref[cut:]
+        out[f"pp_{name}"] = [(as_numpy(a.grad), as_numpy(b.grad)) for a, b in
+                             zip(sub.parameters(), ref_sub.parameters())]
+    out["pp_cut"] = cut
     return out
 
 
@@ -524,39 +618,45 @@ prod = cluster.run(production_worker, 2, backend="process",
                    args=(params0, data, STEPS, LR, bp, xb, pp2, xp2, tp2, 4), timeout=300, quiet=True)
 print(f"process run (2 ranks: FSDP2, DTensor TP, pipelining): {time.perf_counter() - t0:.1f} s wall")
 zero3 = cluster.run(zero.train_zero, 2, args=(data, params0, STEPS, LR, 3)).values[0]["params"]
-ran = {}
+assert len(prod.values) == 2
 for r, v in enumerate(prod.values):
-    for what, err in v["errors"].items():
-        print(f"rank {r}: {what} FAILED on CPU/gloo with torch here -> {err}")
     for k in ref:
         np.testing.assert_allclose(v["single_adam"][k], ref[k], rtol=1e-9, atol=1e-9)  # torch Adam == ours
-    if "fsdp" in v:
-        for k in ref:
-            np.testing.assert_allclose(v["fsdp"][k], v["single_adam"][k], rtol=1e-10, atol=1e-12, err_msg=k)
-            np.testing.assert_allclose(v["fsdp"][k], zero3[k], rtol=1e-9, atol=1e-9, err_msg=k)
-        ran["FSDP2 fully_shard"] = (f"local shard of W0^T {v['fsdp_local_shape']} of {params0['W0'].T.shape}, "
-                                    f"placements {v['fsdp_placement']}; params after {STEPS} Adam steps == "
-                                    f"single-device torch Adam == train_zero(stage=3) (rtol 1e-10 / 1e-9)")
-    if "tp" in v:
-        t = v["tp"]
-        dense_np = nn.gelu(xb @ bp["W1"] + bp["b1"]) @ bp["W2"] + bp["b2"]
-        np.testing.assert_allclose(t["y"], t["y_dense"], rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(t["y"], dense_np, rtol=1e-12, atol=1e-12)
-        for a, b in t["grads"]:
-            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-        ran["DTensor ColwiseParallel/RowwiseParallel"] = (f"local W1 shard {t['local_W1']}; output and all "
-                                                          "gradients == dense (rtol = atol = 1e-12)")
+    # FSDP2 really sharded: each rank stores half of every weight, as a DTensor with Shard(0)
+    rows_w0 = len(np.array_split(np.arange(params0["W0"].shape[1]), [-(-params0["W0"].shape[1] // 2)])[r])
+    assert v["fsdp_local_shape"] == (rows_w0, params0["W0"].shape[0]), v["fsdp_local_shape"]  # torch.chunk
+    assert "Shard(dim=0)" in v["fsdp_placement"], v["fsdp_placement"]
+    for k in ref:
+        np.testing.assert_allclose(v["fsdp"][k], v["single_adam"][k], rtol=1e-10, atol=1e-12, err_msg=k)
+        np.testing.assert_allclose(v["fsdp"][k], zero3[k], rtol=1e-9, atol=1e-9, err_msg=k)
+    t = v["tp"]
+    rows_w1 = len(np.array_split(np.arange(D_FF), [-(-D_FF // 2)])[r])
+    assert t["local_W1"] == (rows_w1, D_MODEL), t["local_W1"]  # ColwiseParallel: half of W1's columns
+    dense_np = nn.gelu(xb @ bp["W1"] + bp["b1"]) @ bp["W2"] + bp["b2"]
+    np.testing.assert_allclose(t["y"], t["y_dense"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(t["y"], dense_np, rtol=1e-12, atol=1e-12)
+    assert len(t["grads"]) == 4
+    for a, b in t["grads"]:
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
     for name in ("gpipe", "1f1b"):
-        if f"pp_{name}" in v:
-            for a, b in v[f"pp_{name}"]:
-                np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
-            ran[f"pipelining Schedule{'GPipe' if name == 'gpipe' else '1F1B'}"] = \
-                "each stage's gradients == single-device torch (rtol 1e-10)"
+        assert len(v[f"pp_{name}"]) == 4  # 2 Linear layers (weight, bias) on each stage
+        for a, b in v[f"pp_{name}"]:
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 r_np = pipeline.pipeline_step(pp2, xp2, tp2, 2, 4, "gpipe")  # and our pipeline gives the same gradients
-if "pp_gpipe" in prod.values[0]:
-    np.testing.assert_allclose(prod.values[0]["pp_gpipe"][0][0], r_np.grads["W0"].T, rtol=1e-10, atol=1e-12)
-for name, what in ran.items():
-    print(f"RAN  {name}: {what}")
+for r, v in enumerate(prod.values):  # rank r holds layers 2r, 2r + 1; torch stores W transposed
+    for name in ("gpipe", "1f1b"):
+        for i, (g_torch, _) in enumerate(v[f"pp_{name}"]):
+            layer = 2 * r + i // 2
+            ours = r_np.grads[f"W{layer}"].T if i % 2 == 0 else r_np.grads[f"b{layer}"]
+            np.testing.assert_allclose(g_torch, ours, rtol=1e-10, atol=1e-12)
+v = prod.values[0]
+print(f"RAN  FSDP2 fully_shard: local shard of W0^T {v['fsdp_local_shape']} of {params0['W0'].T.shape}, "
+      f"placements {v['fsdp_placement']}; params after {STEPS} Adam steps == single-device torch Adam "
+      f"== train_zero(stage=3) (rtol 1e-10 / 1e-9)")
+print(f"RAN  DTensor ColwiseParallel/RowwiseParallel: local W1 shard {v['tp']['local_W1']}; output and all "
+      f"gradients == dense torch == our NumPy block MLP (rtol = atol = 1e-12)")
+print("RAN  pipelining ScheduleGPipe and Schedule1F1B: each stage's gradients == single-device torch "
+      "== our pipeline_step (rtol 1e-10)")
 
 # %% [markdown]
 # ## 6. Failure modes and fault tolerance
@@ -616,7 +716,8 @@ for bad in (lambda: nn.block_init(30, 4, 64), lambda: pipeline.pipeline_step(pp,
 # * **ZeRO**: stage 2 costs the same bytes as DDP and stage 3 about 1.5x (with FSDP's regathering), for
 #   a $K$-fold smaller state. The model size that fits grows linearly in $K$ (plot below, 80 GiB devices,
 #   training state only).
-# * **Pipeline**: efficiency is at most $1 - \text{bubble} = \frac{m}{m+p-1}$.
+# * **Pipeline**: efficiency is at most $1 - \text{bubble} = \frac{m}{m+p-1}$, or
+#   $\frac{m}{m + (p-1)/v}$ with $v$ interleaved chunks per stage (for $v$ times the messages).
 # * **Tensor parallel**: its all-reduces sit on the critical path of every layer, so it is confined to
 #   the fast links inside one server (NVLink); across servers one uses data or pipeline parallelism.
 
@@ -650,8 +751,10 @@ print(f"simulated communication of {STEPS} tensor-parallel steps at K = {max(TP_
 #    $K \in \{1, 2, 3, 5, 8\}$, including a model with fewer parameters in some tensor than $K$.
 # 2. Make stage 3 gather parameters layer by layer in forward and again in backward (FSDP's schedule).
 #    Count the bytes: do you get $3\Psi$? What is the peak parameter memory now?
-# 3. Implement interleaved 1F1B (each rank holds $v$ non-consecutive stages) and measure the bubble
-#    against $(p-1)/(v m + p - 1)$.
+# 3. **Interleaving on a real network.** Run `pipeline_step(..., schedule="interleaved", v=v)` with
+#    `network=cluster.Network(alpha, beta)` for $v \in \{1, 2, 4\}$ and a 16-layer MLP. For which
+#    $\alpha$ does $v = 2$ stop paying off? Also compare each stage's `peak_stash` (counted in chunks of
+#    $1/v$ of a stage's activations) with plain 1F1B.
 # 4. Combine checkpointing with the pipeline: which interval $k$ minimises peak memory on stage 0 of a
 #    1F1B pipeline with $m = 8$?
 # 5. Sequence parallelism: the layer norms and dropout of a tensor-parallel block are replicated. Split
@@ -659,3 +762,55 @@ print(f"simulated communication of {STEPS} tensor-parallel steps at K = {max(TP_
 #    Show the output is unchanged and the bytes are the same.
 # 6. Use the memory model to choose $(K_\text{data}, K_\text{tensor}, K_\text{pipe})$ for a 70 B model on
 #    512 GPUs of 80 GiB (Chapter 19 does it properly).
+#
+# ## 9. Research directions
+#
+# - **Removing the pipeline bubble.** Synchronous schedules idle for $(p-1)/(m+p-1)$ of the step, and
+#   shrinking it with more micro-batches or more interleaved chunks costs activation memory or messages.
+#   Schedules that split the backward pass and fill the bubble with weight-gradient work, and how to pick
+#   one for uneven stages and real links, are an active area, because at thousands of devices every
+#   percent of bubble is hundreds of idle accelerators.
+#   - Huang et al., "GPipe: Efficient Training of Giant Neural Networks using Pipeline Parallelism",
+#     NeurIPS, 2019. Micro-batched synchronous pipelining with re-materialization; the schedule and the
+#     $(p-1)/(m+p-1)$ bubble of Section 4.
+#   - Qi, Wan, Huang and Lin, "Zero Bubble Pipeline Parallelism", ICLR, 2024. Splits the backward pass
+#     into input-gradient and weight-gradient parts and schedules the latter into the bubble, reaching
+#     nearly zero idle time under synchronous semantics.
+# - **Sharding without the communication tax.** ZeRO-3 and FSDP trade memory for gathering the
+#   parameters in every forward and backward pass, $3\Psi$ per step instead of $2\Psi$. How to overlap
+#   those gathers with compute, size the sharded units, and keep the gains on slow links between nodes
+#   is still worked out system by system.
+#   - Rajbhandari, Rasley, Ruwase and He, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
+#     Models", SC, 2020. Introduces the three stages of partitioning optimizer state, gradients and
+#     parameters and the memory model of Section 2.
+#   - Zhao et al., "PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel", VLDB, 2023.
+#     Describes the production design of the FSDP used in Section 5: flat parameter units, prefetching,
+#     and the rate limiting that keeps gathers from exhausting memory.
+# - **Choosing the combination automatically.** Data, tensor and pipeline parallelism (and ZeRO) can
+#   be combined in many ways, and the best mix depends on the model, the batch and the network. Searching
+#   that space with a cost model instead of by hand is possible for fixed graphs but not yet reliable
+#   for every architecture and cluster.
+#   - Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
+#     Megatron-LM", SC, 2021. Composes tensor, pipeline and data parallelism, introduces the interleaved
+#     1F1B schedule of Section 4, and gives rules of thumb for picking the degrees.
+#   - Zheng et al., "Alpa: Automating Inter- and Intra-Operator Parallelism for Distributed Deep
+#     Learning", OSDI, 2022. Solves for the intra-operator (tensor) and inter-operator (pipeline) plan
+#     with integer and dynamic programming over a compiler's graph.
+# - **Activation memory.** With parameters sharded, activations become the largest item, and
+#   recomputing them costs up to a third of the step. Deciding what to keep, what to recompute and what
+#   to shard across the tensor-parallel group, per layer and per micro-batch, is open.
+#   - Shoeybi et al., "Megatron-LM: Training Multi-Billion Parameter Language Models Using Model
+#     Parallelism", arXiv, 2019. The column- and row-parallel transformer layers of Section 4, with one
+#     all-reduce per MLP and per attention block in each direction.
+#   - Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", MLSys, 2023.
+#     Sequence parallelism for the layers tensor parallelism leaves replicated, plus selective
+#     recomputation of only the cheap-to-redo, memory-heavy attention parts.
+#
+# ## What's next
+#
+# Chapter 17 (Expert parallelism) cuts the model a fourth way: a mixture-of-experts layer holds many
+# feed-forward networks, spreads them over the ranks, and sends each token to its experts with an
+# All-to-All, so parameters grow without growing the work per token. Chapter 18 (Elastic and
+# fault-tolerant training) answers the problem Section 6 raised, that a sharded model cannot survive a
+# lost rank without checkpoints, and Chapter 19 (Foundation-model training) composes FSDP, tensor and
+# pipeline parallelism on one device mesh and uses this chapter's memory model to size a real run.

@@ -22,6 +22,11 @@
 # capacity factor $C_f$ and the load-balancing loss, checks a from-scratch expert-parallel layer
 # (forward *and* backward, dropped tokens included) against the single-device MoE, counts the bytes,
 # and then does the same exchange with `torch.distributed.all_to_all_single` on real processes.
+#
+# **Prerequisites:** Chapter 4 (All-to-All, all-gather and ring all-reduce, with $\alpha$-$\beta$ costs),
+# Chapter 15 (data parallelism: the router here is a data-parallel parameter) and Chapter 16 (Model and
+# sharded parallelism: the 16 bytes per parameter of mixed-precision Adam and why models outgrow a
+# device); background: softmax, the feed-forward block of a transformer and backpropagation through it.
 
 # %% tags=["parameters"]
 TOKENS = 4096  # smoke: 256
@@ -169,7 +174,7 @@ print(f"hand-written gradients match finite differences ({c_t['stats']['dropped'
 # The backward pass mirrors it: $dy$ rows go out (All-to-All), input gradients come back (All-to-All),
 # expert gradients stay complete on their owner, and the router's gradient, a data-parallel parameter,
 # is summed with a ring all-reduce. Four All-to-Alls per layer per step, each moving on average
-# $\frac{T}{K}\, k\, \frac{K-1}{K}\, H b$ bytes out of every rank ($b$ bytes per value).
+# $\frac{T}{K}\, k\, \frac{K-1}{K}\, H s$ bytes out of every rank ($s$ bytes per value, 8 in float64).
 
 # %%
 for K_ in (2, 3, 5):
@@ -179,6 +184,20 @@ for K_ in (2, 3, 5):
 # %% [markdown]
 # ## 4. From scratch: an expert-parallel MoE equal to the dense one
 #
+# Read `moe.moe_forward_ep` in the order of Section 3: the router and the all-gathered count table give
+# every assignment its global slot `pos`, `keep` drops what overflows the capacity, `sel[j]` lists the
+# kept (token, choice) pairs whose expert lives on rank $j$, and two `all_to_all` calls carry the rows
+# and their (expert, slot) tags; each local expert runs once on its slots, and a third `all_to_all`
+# brings the outputs home to be weighted by the gates. `moe.moe_backward_ep` runs the same path in
+# reverse and all-reduces the router's gradient. `all_to_all` itself is the pairwise exchange of
+# Chapter 4: $K-1$ rounds, in round $s$ rank $r$ sends to $r+s$ and receives from $r-s$.
+
+# %%
+from scaleoutai.notebooks import show
+
+show(moe.moe_forward_ep, moe.moe_backward_ep, all_to_all)
+
+# %% [markdown]
 # `moe_forward_ep` / `moe_backward_ep` run on the simulated cluster. The worker below gives each rank
 # its (uneven) `np.array_split` share of the tokens and of the upstream gradient $dy$; we then reassemble
 # the outputs and compare with the dense layer on the whole batch, at a capacity factor that drops
@@ -233,7 +252,7 @@ print(f"expert-parallel forward + backward equal the dense MoE for K = {KS}, flo
 # payload; the measured `bytes_sent` of the simulator's ranks sits slightly above it:
 
 # %%
-print(f"{'K':>3} {'mean bytes sent/rank':>21} {'row payload':>12} {'model 4(T/K)k(K-1)/K Hb':>24}")
+print(f"{'K':>3} {'mean bytes sent/rank':>21} {'row payload':>12} {'model 4(T/K)k(K-1)/K Hs':>24}")
 model_bytes = {}
 for K_ in KS:
     model_bytes[K_] = 4 * (TOKENS / K_) * TOP_K * (K_ - 1) / K_ * D * 8
@@ -243,7 +262,7 @@ for K_ in KS:
 fig, ax = plt.subplots(figsize=(6, 3.5))
 ax.plot(KS, [np.mean(bytes_per_rank[k]) for k in KS], "o-", label="measured bytes sent per rank")
 ax.plot(KS, [np.mean(payload_per_rank[k]) for k in KS], "s--", label="token-row payload")
-ax.plot(KS, [model_bytes[k] for k in KS], ":", label=r"model $4\frac{T}{K}k\frac{K-1}{K}Hb$")
+ax.plot(KS, [model_bytes[k] for k in KS], ":", label=r"model $4\frac{T}{K}k\frac{K-1}{K}Hs$")
 ax.set(xlabel="expert-parallel ranks K", ylabel="bytes per rank, fwd+bwd", title="All-to-All traffic")
 ax.legend()
 plt.show()
@@ -316,17 +335,18 @@ plt.show()
 # (it raises "invalid tensor size"), which is why MoE code uses the single-buffer form.
 #
 # The worker runs on 2 real processes: our `moe_forward_ep`, then our pairwise `all_to_all` of the rows,
-# then a complete dispatch, expert compute and combine done with torch's collective alone. It asserts
-# that torch delivers exactly the rows ours does and that both layers equal the dense MoE.
+# then a complete dispatch, expert compute and combine done with torch's collective alone. It returns
+# both layers' outputs, and the notebook asserts that torch ran on a gloo group of 2, delivered exactly
+# the rows ours does (every kept assignment once), and that both layers equal the dense MoE computed
+# here in the notebook's own process.
 
 # %%
-def production_worker(comm, T, d, hidden, E_, k, cf, seed, repeats=5):
+def production_worker(comm, p, x_all, k, cf, repeats=5):
     import torch
     import torch.distributed as dist
 
     K, r = comm.size, comm.rank
-    p = moe.moe_init(d, hidden, E_, seed=seed)
-    x_all = np.random.default_rng(seed).standard_normal((T, d))
+    E_, d = len(p["experts"]), x_all.shape[1]
     xs = np.array_split(x_all, K)[r]
     shard = moe.shard_experts(p, K, r)
     y_ours, cache = moe.moe_forward_ep(comm, shard, xs, E_, k, cf)
@@ -345,7 +365,7 @@ def production_worker(comm, T, d, hidden, E_, k, cf, seed, repeats=5):
         return np.split(out.numpy(), np.cumsum(recv.tolist())[:-1])
 
     rows_torch = a2a(blocks, d, torch.float64)
-    assert all(np.array_equal(a, b) for a, b in zip(rows_torch, rows_ours))
+    rows_match = len(rows_torch) == len(rows_ours) and all(np.array_equal(a, b) for a, b in zip(rows_torch, rows_ours))
     tags = a2a([np.stack([top[t, c], pos[t, c]], axis=1) for t, c in sel], 2, torch.int64)
     outs = [np.empty_like(rw) for rw in rows_torch]
     for e, pe in shard["experts"].items():  # gather each expert's rows from every source, run it once
@@ -360,9 +380,6 @@ def production_worker(comm, T, d, hidden, E_, k, cf, seed, repeats=5):
     y_torch = np.zeros_like(xs)
     for (t, c), o in zip(sel, back):
         np.add.at(y_torch, t, gate[t, c][:, None] * o)
-    y_dense = np.array_split(moe.moe_forward_dense(p, x_all, k, cf)[0], K)[r]
-    np.testing.assert_allclose(y_torch, y_ours, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(y_torch, y_dense, rtol=1e-12, atol=1e-12)
     times = {"ours (send/recv)": [], "torch all_to_all_single": []}
     for _ in range(repeats):
         for name, fn in (("ours (send/recv)", lambda: all_to_all(comm, blocks)),
@@ -372,17 +389,28 @@ def production_worker(comm, T, d, hidden, E_, k, cf, seed, repeats=5):
             fn()
             times[name].append(time.perf_counter() - t0)
     sent = {j: len(b) for j, b in enumerate(blocks)}
-    return {"sent_rows": sent, "times": {n: float(np.median(v)) for n, v in times.items()}}
+    return {"backend": dist.get_backend(), "world": dist.get_world_size(), "rows_match": rows_match,
+            "rows_received": int(sum(len(rw) for rw in rows_torch)), "y_torch": y_torch, "y_ours": y_ours,
+            "sent_rows": sent, "times": {n: float(np.median(v)) for n, v in times.items()}}
 
 
+CF_PROD = 1.25
 t0 = time.perf_counter()
 prod = cluster.run(production_worker, 2, backend="process", timeout=120, quiet=True,
-                   args=(TOKENS, D, HIDDEN, E, TOP_K, 1.25, SEED))
+                   args=(params, x, TOP_K, CF_PROD))
+y_dense_prod, c_dense_prod = moe.moe_forward_dense(params, x, TOP_K, CF_PROD)
+kept = TOKENS * TOP_K - c_dense_prod["stats"]["dropped"]
+assert [(v["backend"], v["world"]) for v in prod.values] == [("gloo", 2)] * 2  # torch.distributed really ran
+assert all(v["rows_match"] for v in prod.values)  # torch delivered exactly our rows ...
+assert sum(v["rows_received"] for v in prod.values) == kept  # ... every kept assignment once
+y_torch_all = np.concatenate([v["y_torch"] for v in prod.values])
+np.testing.assert_allclose(y_torch_all, np.concatenate([v["y_ours"] for v in prod.values]), rtol=1e-12, atol=1e-12)
+np.testing.assert_allclose(y_torch_all, y_dense_prod, rtol=1e-12, atol=1e-12)
 for r, v in enumerate(prod.values):
     print(f"rank {r} dispatch rows per destination {v['sent_rows']}; median dispatch time: "
           + ", ".join(f"{n} {s * 1e3:.2f} ms" for n, s in v["times"].items()))
-print(f"torch's all_to_all_single delivered the same rows as ours, and its MoE layer equals the dense one "
-      f"({time.perf_counter() - t0:.1f} s for the 2-process run)")
+print(f"torch all_to_all_single on gloo (2 processes) delivered the same {kept} token rows as ours, and its "
+      f"MoE layer equals ours and the dense one to 1e-12 ({time.perf_counter() - t0:.1f} s for the run)")
 
 # %% [markdown]
 # On two ranks both exchanges are a single message each way; torch adds the counts exchange, ours a
@@ -460,7 +488,11 @@ def timed_worker(comm, params, x, k, cf, per_row):
     return None
 
 
-price = 2.0  # $/h per device, for the cost column
+from scaleoutai import capstone
+
+p5 = capstone.lookup("aws-p5.48xlarge")  # 8 H100s per instance: bill one GPU's share per device
+gpu_hour = p5.price_per_hour / p5.gpus
+print(f"price per device-hour: {p5.instance_type} / {p5.gpus} GPUs = {gpu_hour:.2f} USD (list price of {p5.date})")
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for name, (per_row, beta) in settings.items():
     times = {}
@@ -471,7 +503,7 @@ for name, (per_row, beta) in settings.items():
     print(f"{name}: {per_row * 1e9:.0f} ns of expert compute per row")
     print(f"{'K':>5} {'step (us)':>10} {'S_p':>6} {'E_p':>6} {'$ per 1M tokens':>16}")
     for row in perf.scaling_table(times):
-        cost = perf.run_cost(price, row["p"], row["time"]) / TOKENS * 1e6
+        cost = perf.run_cost(gpu_hour, row["p"], row["time"]) / TOKENS * 1e6
         print(f"{row['p']:>5} {row['time'] * 1e6:>10.1f} {row['speedup']:>6.2f} {row['efficiency']:>6.2f} "
               f"{cost:>16.6f}")
     ax.plot(KS, [times[KS[0]] / times[k] for k in KS], "o-", label=name)
@@ -502,3 +534,52 @@ plt.show()
 # 4. **Top-1 vs top-2.** Repeat section 7 with $k = 1$. How do speedup and bytes change?
 # 5. **Lab 17.** Implement `moe_forward_ep` yourself from the dense layer and `all_to_all`, and pass the
 #    checks in section 4 for $K \in \{1, 2, 3, 5, 8\}$ with drops.
+#
+# ## 9. Research directions
+#
+# - **Routing that neither drops tokens nor needs a balancing loss.** Top-$k$ gating with a fixed
+#   capacity drops tokens under skew, and the auxiliary loss that prevents collapse also pulls the router
+#   away from the assignment the task wants. Routers that balance by construction exist, but which one
+#   trains the best model per FLOP, and how balance and quality trade off, is not settled.
+#   - Zhou et al., "Mixture-of-Experts with Expert Choice Routing", NeurIPS, 2022. Lets each expert
+#     pick its top tokens, so loads are balanced by construction and tokens may get a variable number
+#     of experts.
+#   - Lewis, Bhosale, Dettmers, Goyal and Zettlemoyer, "BASE Layers: Simplifying Training of Large,
+#     Sparse Models", ICML, 2021. Routes by solving a balanced linear assignment of tokens to experts,
+#     removing the auxiliary loss and the capacity factor.
+# - **Fixed shapes versus dynamic loads.** Capacity factors exist because accelerators and collectives
+#   want static shapes; padding wastes compute and a small $C_f$ drops tokens. Kernels and collectives
+#   that handle variable loads per expert efficiently change what $C_f$ should be, or remove it.
+#   - Lepikhin et al., "GShard: Scaling Giant Models with Conditional Computation and Automatic
+#     Sharding", ICLR, 2021. Top-2 gating with expert capacity, the slot order used in Section 2, and
+#     sharding annotations that place experts across 2048 TPU cores.
+#   - Gale, Narayanan, Young and Zaharia, "MegaBlocks: Efficient Sparse Training with
+#     Mixture-of-Experts", MLSys, 2023. Recasts expert computation as block-sparse matrix products so
+#     that no token is dropped and no slot is padded.
+# - **The All-to-All on the critical path.** Section 7 showed that the exchange can cost as much as the
+#   experts once it leaves a node. Overlapping it with compute, choosing the expert-parallel degree at
+#   run time as loads shift, and placing experts to match the network topology are active areas.
+#   - Hwang et al., "Tutel: Adaptive Mixture-of-Experts at Scale", MLSys, 2023. Switches parallelism and
+#     pipelining strategy per iteration as the load changes and optimizes the All-to-All for large
+#     clusters.
+#   - He et al., "FasterMoE: Modeling and Optimizing Training of Large-Scale Dynamic Pre-Trained
+#     Models", PPoPP, 2022. A performance model of MoE training, replication of hot experts ("shadowing")
+#     and a topology-aware gate that reduces cross-node traffic.
+# - **Scaling and stability of sparse models.** Sparse models reach a given quality with fewer FLOPs
+#   per token, but they are harder to train stably, to fine-tune, and to compare with dense models at
+#   equal cost; how their scaling behaviour depends on $E$, $k$ and the parallel layout is still mapped
+#   out experiment by experiment.
+#   - Shazeer et al., "Outrageously Large Neural Networks: The Sparsely-Gated Mixture-of-Experts Layer",
+#     ICLR, 2017. The noisy top-$k$ gated MoE layer with thousands of experts between LSTM layers and
+#     the first load-balancing losses.
+#   - Fedus, Zoph and Shazeer, "Switch Transformers: Scaling to Trillion Parameter Models with Simple and
+#     Efficient Sparsity", JMLR, 2022. Top-1 routing, the $E \sum_i f_i p_i$ balancing loss of Section 2,
+#     and the precision and initialisation choices that keep large sparse models stable.
+#
+# ## What's next
+#
+# Chapter 18 (Elastic and fault-tolerant training) takes up the failure mode of Section 6: with experts
+# and sharded state spread over many ranks, no survivor holds a copy of what a lost rank held, so
+# training must checkpoint, restart and re-shard onto however many machines remain. Chapter 19
+# (Foundation-model training) then places expert parallelism beside data, tensor and pipeline parallelism
+# on one device mesh and sizes a full run with the memory model of Chapter 16.

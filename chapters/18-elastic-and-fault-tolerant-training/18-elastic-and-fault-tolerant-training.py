@@ -20,6 +20,11 @@
 # atomic, proves that a resumed run ends with exactly the weights of an uninterrupted one, re-shards
 # optimizer state from $K$ to $K'$ ranks, crashes ranks on purpose on the simulator and under torchrun,
 # measures how long recovery takes, and prices the checkpoint interval.
+#
+# **Prerequisites:** Chapter 2 (failure models: crash faults and what a survivor can know), Chapter 4
+# (gather, all-gather, reduce-scatter and barriers), Chapter 15 (Data parallelism, DDP with
+# `cluster.init()` and torchrun) and Chapter 16 (ZeRO: optimizer state sharded over $K$ ranks);
+# background: momentum SGD and Adam, and what `fsync` and a file rename do on a POSIX file system.
 
 # %% tags=["parameters"]
 N_SAMPLES = 2000  # smoke: 200
@@ -28,6 +33,7 @@ STEPS = 60  # smoke: 16
 BATCH = 64  # smoke: 16
 EVERY = 8  # smoke: 4
 RESHARD = [(3, 3), (4, 2), (2, 5), (5, 8)]  # smoke: [(3, 3), (2, 5)]
+DCP_RESHARD = (2, 3)
 INTERVALS = [1, 2, 4, 8, 16, 32]  # smoke: [1, 2, 4, 8]
 CRASH_POINTS = 6  # smoke: 2
 DRILL_STEPS = 40  # smoke: 12
@@ -37,7 +43,8 @@ SEED = 0
 # %% [markdown]
 # `SIZES` are the MLP's layer widths, trained for `STEPS` steps of global batch `BATCH` with momentum
 # SGD; a checkpoint is written every `EVERY` steps. `RESHARD` lists $(K, K')$: crash on $K$ ranks,
-# resume on $K'$. `INTERVALS` and `CRASH_POINTS` drive the checkpoint-frequency experiment;
+# resume on $K'$; `DCP_RESHARD` is the $(K, K')$ of the `torch.distributed.checkpoint` run on real
+# processes (save on $K$, load on $K'$). `INTERVALS` and `CRASH_POINTS` drive the checkpoint-frequency experiment;
 # `DRILL_STEPS` and `STEP_SECONDS` (extra work per step) size the torchrun fault drill.
 #
 # ## 1. Motivation: which ceiling binds
@@ -170,6 +177,20 @@ for K_, K2 in RESHARD:
 # %% [markdown]
 # ## 4. From scratch: crash, restart, re-shard, same weights
 #
+# Three functions of `scaleoutai.parallel.elastic` do the work. In `save_checkpoint` read the order of
+# the atomic write: a temporary file in the same directory, `flush`, `fsync`, `os.replace`, then an
+# `fsync` of the directory so that the rename itself survives a power cut. In `_worker` (the body of
+# every rank) read the resume at the top, where the momentum from a checkpoint written by any $K$ is
+# re-sharded with `reshard(ck["mom"], K)[r]`, and the checkpoint at the bottom: gather to rank 0, one
+# write, a barrier. `elastic_train` is the supervisor: it runs the group, tells a crashed rank (restart
+# on `K_after` ranks from the newest checkpoint) from a bug (raise at once).
+
+# %%
+from scaleoutai.notebooks import show
+
+show(elastic.save_checkpoint, elastic._worker, elastic.elastic_train)
+
+# %% [markdown]
 # The reference is single-device momentum SGD on the same batches. Then each $(K, K')$ pair trains
 # on the simulator three ways: uninterrupted on $K$; with a rank crashed mid-run (`cluster.Faults`:
 # the rank stops when it tries to send its $n$-th message) and restarted on $K$; and restarted on $K'$.
@@ -211,43 +232,101 @@ for K_, K2 in RESHARD:
 #
 # ## 5. The same task with production libraries
 #
-# ### `torch.distributed.checkpoint`
+# ### `torch.distributed.checkpoint`: save on $K$ ranks, load on $K'$
 #
 # DCP saves a state dict from every rank in parallel: each rank writes the tensors (or shards of
-# tensors) it owns to its own file, plus one `.metadata` file, and `dcp.load` fills a state dict *in
-# place*, re-sharding if the new job's layout differs. Two gloo processes save a small model's state
-# dict; a freshly initialised model (different seed) loads it and must then equal the original.
+# tensors) it owns to its own `.distcp` file, plus one `.metadata` file that records where every shard
+# of every tensor sits in the global tensor. `dcp.load` fills a state dict *in place*, and the layout it
+# fills may differ from the one that was saved: each rank reads exactly the byte ranges its new shards
+# cover. That is re-sharding, done by the library.
+#
+# The state is our own: a from-scratch `elastic_train` on `DCP_RESHARD[0]` ranks stops half-way, and its
+# newest checkpoint (weights `w`, replicated, and the ZeRO-1 momentum, sharded) is handed to
+# `DCP_RESHARD[0]` gloo processes, which hold the momentum as a `DTensor` sharded along dimension 0
+# (`Shard(0)`) over a 1-D device mesh and call `dcp.save`. Then a *new* group of `DCP_RESHARD[1]`
+# processes builds an empty state dict with the momentum sharded over its own mesh and calls `dcp.load`.
+# The notebook asserts that DCP wrote one file per saving rank, that every new rank received exactly its
+# new block (`DTensor` cuts blocks like `torch.chunk`, ceil-sized, not like `np.array_split`), that the
+# blocks put together equal the saved momentum bit for bit, and finally that our training, resumed
+# from the state DCP loaded, ends with the weights of the uninterrupted run.
 
 # %%
-def dcp_worker(comm, path, sizes):
+def dcp_save_worker(comm, path, w, mom, step):
     import torch
+    import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
 
-    def model(seed):
-        torch.manual_seed(seed)
-        layers = []
-        for i in range(len(sizes) - 1):
-            layers += [torch.nn.Linear(sizes[i], sizes[i + 1]), torch.nn.ReLU()]
-        return torch.nn.Sequential(*layers[:-1]).double()
-
-    trained = model(0)
+    mesh = init_device_mesh("cpu", (comm.size,))
+    state = {"w": torch.from_numpy(w), "mom": distribute_tensor(torch.from_numpy(mom), mesh, [Shard(0)]),
+             "step": torch.tensor([step])}
     t0 = time.perf_counter()
-    dcp.save(trained.state_dict(), checkpoint_id=path)
-    t_save = time.perf_counter() - t0
-    fresh = model(1)
-    assert not all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), trained.state_dict().values()))
-    sd = fresh.state_dict()
-    dcp.load(sd, checkpoint_id=path)
-    fresh.load_state_dict(sd)
-    for k, v in trained.state_dict().items():
-        assert torch.equal(fresh.state_dict()[k], v), k
-    return t_save
+    dcp.save(state, checkpoint_id=path)
+    return {"backend": dist.get_backend(), "world": dist.get_world_size(), "t_save": time.perf_counter() - t0,
+            "local": state["mom"].to_local().numpy().copy()}
 
 
+def dcp_load_worker(comm, path, n_w, n_mom):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (comm.size,))
+    state = {"w": torch.zeros(n_w, dtype=torch.float64),  # an empty state in the new layout
+             "mom": distribute_tensor(torch.zeros(n_mom, dtype=torch.float64), mesh, [Shard(0)]),
+             "step": torch.tensor([-1])}
+    t0 = time.perf_counter()
+    dcp.load(state, checkpoint_id=path)
+    return {"backend": dist.get_backend(), "world": dist.get_world_size(), "t_load": time.perf_counter() - t0,
+            "w": state["w"].numpy().copy(), "local": state["mom"].to_local().numpy().copy(),
+            "step": int(state["step"][0])}
+
+
+K_save, K_load = DCP_RESHARD
+half = elastic.elastic_train(X, Y, SIZES, STEPS // 2, BATCH, str(work / "dcp-src"), every=EVERY, K=K_save)
+assert half.restarts == 0 and half.world_sizes == [K_save]
+step_ck, ck = elastic.latest_checkpoint(work / "dcp-src")
+assert 0 < step_ck < STEPS and len(ck["mom"]) == K_save
+mom_full = np.concatenate(ck["mom"])
 t0 = time.perf_counter()
-res = cluster.run(dcp_worker, 2, backend="process", args=(str(work / "dcp"), SIZES), timeout=120, quiet=True)
-print(f"dcp.save on 2 gloo ranks took {max(res.values) * 1e3:.1f} ms; dcp.load into a fresh model restored "
-      f"every tensor exactly; files: {sorted(os.listdir(work / 'dcp'))} ({time.perf_counter() - t0:.1f} s run)")
+saved = cluster.run(dcp_save_worker, K_save, backend="process", timeout=120, quiet=True,
+                    args=(str(work / "dcp"), ck["w"], mom_full, step_ck))
+loaded = cluster.run(dcp_load_worker, K_load, backend="process", timeout=120, quiet=True,
+                     args=(str(work / "dcp"), len(ck["w"]), len(mom_full)))
+wall_dcp = time.perf_counter() - t0
+files = sorted(os.listdir(work / "dcp"))
+assert [(v["backend"], v["world"]) for v in saved.values] == [("gloo", K_save)] * K_save
+assert [(v["backend"], v["world"]) for v in loaded.values] == [("gloo", K_load)] * K_load
+assert ".metadata" in files and len([f for f in files if f.endswith(".distcp")]) == K_save  # one file per rank
+np.testing.assert_array_equal(np.concatenate([v["local"] for v in saved.values]), mom_full)
+chunk = -(-len(mom_full) // K_load)  # torch.chunk: ceil-sized blocks, the last ones shorter (or empty)
+want = [max(0, min(chunk, len(mom_full) - r * chunk)) for r in range(K_load)]
+assert [len(v["local"]) for v in loaded.values] == want
+np.testing.assert_array_equal(np.concatenate([v["local"] for v in loaded.values]), mom_full)
+for v in loaded.values:
+    np.testing.assert_array_equal(v["w"], ck["w"])
+    assert v["step"] == step_ck
+print(f"from-scratch checkpoint of step {step_ck} (K = {K_save}, momentum blocks {[len(b) for b in ck['mom']]})")
+print(f"dcp.save on {K_save} gloo ranks ({max(v['t_save'] for v in saved.values) * 1e3:.1f} ms) wrote {files}")
+print(f"dcp.load on {K_load} ranks ({max(v['t_load'] for v in loaded.values) * 1e3:.1f} ms): momentum blocks "
+      f"{[len(v['local']) for v in loaded.values]} (np.array_split would give "
+      f"{[len(b) for b in elastic.reshard(ck['mom'], K_load)]}); every tensor equals the saved one bit for bit "
+      f"({wall_dcp:.1f} s for both process groups)")
+
+# resume our training on K' ranks from the state DCP re-sharded, and finish the run
+resumed_dir = work / "dcp-resumed"
+resumed_dir.mkdir()
+elastic.save_checkpoint(elastic.checkpoint_path(resumed_dir, step_ck),
+                        {"w": loaded.values[0]["w"], "mom": [v["local"] for v in loaded.values], "K": K_load})
+after = elastic.elastic_train(X, Y, SIZES, STEPS, BATCH, str(resumed_dir), every=EVERY, K=K_load)
+assert after.resumed_from == [step_ck] and after.world_sizes == [K_load]
+for k in single:
+    np.testing.assert_allclose(after.params[k], single[k], rtol=1e-12, atol=1e-12)
+print(f"elastic_train resumed at step {step_ck} on K' = {K_load} ranks from the DCP-loaded state and ended "
+      f"with the weights of the uninterrupted single-device run (rtol 1e-12)")
 
 # %% [markdown]
 # ### torchrun elastic: the fault drill
@@ -345,7 +424,9 @@ for writer in ("naive", "atomic"):
 # %%
 try:
     elastic.elastic_train(X, Y, [SIZES[0] + 1, *SIZES[1:]], STEPS, BATCH, str(work / "bug"), every=EVERY, K=2)
+    raise AssertionError("a deterministic bug must be raised, not retried")
 except cluster.RankError as exc:
+    assert not isinstance(exc.__cause__, cluster.PeerCrashedError)  # a real error, not a lost peer
     print(f"a shape bug is raised at once, not retried: {str(exc).splitlines()[0][:100]}")
 
 # %% [markdown]
@@ -474,3 +555,57 @@ print(f"here a checkpoint write (with fsync) takes {t_write * 1e3:.1f} ms, {t_wr
 #    measured optimum of section 7 by plugging in the measured $C$ and a made-up $M$.
 # 5. **Lab 18.** Make a training loop resume after an injected crash with final weights equal to the
 #    uninterrupted run, on the simulator and on 2 real processes.
+#
+# ## 9. Research directions
+#
+# - **Checkpoints that do not stall training.** A synchronous checkpoint stops every accelerator for
+#   $C$ seconds, and $C$ grows with the model. Snapshotting to host memory and persisting in the
+#   background, or keeping copies in peers' memory, shrinks the stall, but how often one can checkpoint
+#   without slowing training, and what consistency a background copy guarantees, depend on the model
+#   and the storage and are still being worked out.
+#   - Mohan, Phanishayee and Chidambaram, "CheckFreq: Frequent, Fine-Grained DNN Checkpointing", FAST,
+#     2021. Splits a checkpoint into a snapshot pipelined with the next iteration and a background
+#     persist, and tunes the interval online from measured costs.
+#   - Wang et al., "Gemini: Fast Failure Recovery in Distributed Training with In-Memory Checkpoints",
+#     SOSP, 2023. Checkpoints to the CPU memory of other machines, placed so that most failures leave a
+#     copy, and interleaves the traffic with training's own communication.
+# - **Smaller checkpoints and the right interval.** For models with huge embedding tables or optimizer
+#   state a full checkpoint is terabytes; writing only what changed, or a compressed copy, changes the
+#   cost $C$ in Young's $\tau^* = \sqrt{2CM}$, while the failure rate $M$ itself varies over a job's
+#   life. Choosing what to save and when, with error bounds on what a lossy checkpoint does to training,
+#   is open.
+#   - Eisenman et al., "Check-N-Run: A Checkpointing System for Training Deep Learning Recommendation
+#     Models", NSDI, 2022. Saves only the embedding rows modified since the last checkpoint and
+#     quantizes them, cutting checkpoint size and write bandwidth by large factors.
+#   - Young, "A First Order Approximation to the Optimum Checkpoint Interval", Communications of the
+#     ACM, 1974. Derives the $\sqrt{2CM}$ interval used in Section 7 from the expected time lost to
+#     checkpoints and to failures.
+# - **Training through failures without a full restart.** Restarting the whole group from a checkpoint
+#   costs every rank the lost work plus the restart time $R$. Keeping redundant computation or
+#   precomputed alternative layouts lets a job continue on the survivors, at a price in throughput that
+#   is only worth paying above some failure rate; where that crossover lies at large scale is not known.
+#   - Thorpe et al., "Bamboo: Making Preemptible Instances Resilient for Affordable Training of Large
+#     DNNs", NSDI, 2023. Runs redundant pipeline-stage computation in the bubbles so that a preempted
+#     node's work can be taken over by its neighbour without rolling back.
+#   - Jang et al., "Oobleck: Resilient Distributed Training of Large Models Using Pipeline Templates",
+#     SOSP, 2023. Precomputes pipeline templates for different node counts and re-instantiates from the
+#     surviving replicas' state, so that recovery needs no checkpoint reload.
+# - **Changing $K$ without changing the model.** Re-sharding keeps the state exact, but an elastic job
+#   must also decide what happens to the batch: keeping $B$ fixed changes each worker's $b = B/K$, and
+#   letting $B = K b$ change alters the training trajectory and the right learning rate. Schedulers
+#   that resize jobs while keeping their statistical efficiency are still young.
+#   - Qiao et al., "Pollux: Co-adaptive Cluster Scheduling for Goodput-Optimized Deep Learning", OSDI,
+#     2021. Adapts each job's resources, batch size and learning rate together to maximise goodput, a
+#     product of throughput and statistical efficiency.
+#   - Athlur et al., "Varuna: Scalable, Low-cost Training of Massive Deep Learning Models", EuroSys,
+#     2022. Trains large models on preemptible cloud VMs and reshapes the pipeline and data-parallel
+#     layout as machines come and go.
+#
+# ## What's next
+#
+# Chapter 19 (Foundation-model training) puts Part IV together: data, tensor, pipeline and expert
+# parallelism composed on one device mesh, a memory model for parameters, gradients, optimizer state and
+# activations, and the scaling laws and MFU that decide how large a run should be. Every one of those
+# runs is long enough to fail many times, so it relies on the sharded, re-shardable checkpoints of this
+# chapter; Chapter 35 (Reliable and secure distributed AI) returns to failures that are not crashes,
+# such as corrupted checkpoints and Byzantine workers.
