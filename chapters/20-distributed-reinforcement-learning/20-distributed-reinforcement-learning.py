@@ -24,6 +24,11 @@
 # chapter builds the actor-learner on the simulated cluster, corrects the lag with **V-trace**, shows
 # what happens without the correction, measures throughput against $K$, and then runs the same
 # pattern with Ray actors, including an actor that crashes.
+#
+# **Prerequisites:** Chapter 4 (Communication primitives: point-to-point `send`/`recv`), Chapter 15
+# (Data parallelism: what a gradient step costs and why synchronous steps wait for stragglers) and
+# Chapter 18 (Elastic and fault-tolerant training: restarting a failed worker); background: Markov
+# decision processes, returns and value functions, and the policy-gradient (actor-critic) update.
 
 # %% tags=["parameters"]
 UPDATES = 300  # smoke: 80
@@ -157,6 +162,21 @@ for L, n in [(0, 1), (2, 1), (2, 4)]:
 # %% [markdown]
 # ## 4. A minimal from-scratch implementation in NumPy
 #
+# The chapter rests on two functions. `rl.vtrace` computes the corrected value targets from the end of
+# the trajectory backwards: each step's temporal difference is weighted by the truncated importance
+# ratio $\rho_t = \min(\bar\rho, \pi/\mu)$, and the trace carries the correction back through the
+# products of $c_i = \min(\bar c, \pi/\mu)$. `rl.actor_learner_run` is the distribution: rank 0 is the
+# learner, which takes one trajectory per update from the actors in a fixed round-robin order and, every
+# `every` updates, sends its parameters to the actors that will act with that version; ranks $1..K-1$
+# roll out with the parameters they last received, so their data lags the learner by up to `lag`
+# updates (`behaviour_version` says which version acts at update $u$).
+
+# %%
+from scaleoutai.notebooks import show
+
+show(rl.vtrace, rl.actor_learner_run)
+
+# %% [markdown]
 # ### The actor-learner equals its single-process reference
 #
 # First the strictest check: with $K=2$ (one actor), lag 0 and parameters sent after every update, the
@@ -326,17 +346,12 @@ assert np.mean(cmp[UPDATES, True]["rho"][-10:]) < np.mean(runs[KS[-1], max(LAGS)
 #
 # Unlike our deterministic schedule, Ray delivers trajectories in completion order, so the policy lag
 # is whatever the timing produces; V-trace absorbs it. The run is not reproducible bit for bit, so we
-# assert the outcome instead: the learner reaches 90% of the optimal value.
+# assert the outcome instead: the learner reaches 90% of the optimal value. (RLlib packages this loop,
+# IMPALA included, behind one configuration object; plain actors keep every message in view.)
 
 # %%
 import logging
 import os
-
-try:
-    import ray.rllib  # noqa: F401
-    print("RLlib is importable here; the course still uses plain actors to show the loop")
-except ImportError as exc:
-    print(f"RLlib is not available ({type(exc).__name__}: {exc}); using plain Ray actors")
 
 import ray
 
@@ -562,14 +577,23 @@ assert slow > 1.5 * fast
 # **Cost.** With every rank billed at the same hourly price, the cost of the $N$ trajectories is
 # $\text{price}\cdot K \cdot T_K$, so cost per trajectory is flat while $E_K$ stays near 1 and rises once
 # the learner saturates. Actors are usually cheap CPU machines and the learner an accelerator, so real
-# deployments price the two roles separately and buy actors until the learner is busy:
+# deployments price the two roles separately and buy actors until the learner is busy. Below, each
+# actor is a small CPU instance and the learner a single-GPU instance, at the list prices of
+# `capstone/prices.yaml`:
 
 # %%
-PRICE_ACTOR, PRICE_LEARNER = 0.10, 2.00  # $/hour: a CPU actor, an accelerator learner (illustrative)
+from scaleoutai import capstone
+
+actor_vm, learner_vm = capstone.lookup("aws-c7i.xlarge"), capstone.lookup("aws-g5.xlarge")
+print(f"actor: {actor_vm.instance_type} {actor_vm.price_per_hour} USD/h; learner: {learner_vm.instance_type} "
+      f"{learner_vm.price_per_hour} USD/h (prices of {actor_vm.date})")
+per_million = {}
 for K, L, t, thr, S, E, _ in rows:
     if L == K - 2 or K == 2:
-        cost = perf.run_cost(PRICE_ACTOR, K - 1, t) + perf.run_cost(PRICE_LEARNER, 1, t)
-        print(f"K={K}: ${cost / N * 1e6:8.2f} per million trajectories (S_K = {S:.2f})")
+        cost = perf.run_cost(actor_vm.price_per_hour, K - 1, t) + perf.run_cost(learner_vm.price_per_hour, 1, t)
+        per_million[K] = cost / N * 1e6
+        print(f"K={K}: {per_million[K]:8.2f} USD per million trajectories (S_K = {S:.2f})")
+assert all(c > 0 for c in per_million.values())
 
 # %% [markdown]
 # ## 8. Exercises
@@ -585,3 +609,39 @@ for K, L, t, thr, S, E, _ in rows:
 #    throughput and the final $V^\pi$ on one figure. Which $L$ would you deploy?
 # 5. **Ray at scale.** Run the Ray learner with 4 actors on a machine with more cores, measure
 #    trajectories per second against the number of actors, and compare with the simulator's model.
+#
+# ## 9. Research directions
+#
+# - **Off-policy corrections at large lag.** V-trace truncates importance ratios, which bounds the
+#   variance but biases the fixed point towards the behaviour policy as the lag grows. How far actors
+#   can fall behind before learning degrades, and corrections that stay unbiased and low-variance at
+#   thousands of actors, are open questions for every asynchronous RL system.
+#   - Espeholt et al., "IMPALA: Scalable Distributed Deep-RL with Importance Weighted Actor-Learner
+#     Architectures", ICML, 2018. The actor-learner split and the V-trace correction built in this
+#     chapter.
+#   - Munos, Stepleton, Harutyunyan and Bellemare, "Safe and Efficient Off-Policy Reinforcement
+#     Learning", NeurIPS, 2016. Retrace: truncated traces with convergence guarantees for any behaviour
+#     policy, the analysis V-trace builds on.
+# - **Where the data comes from: replay and prioritisation at scale.** Distributed replay lets many
+#   actors feed one learner from a shared buffer, but which experience to replay, how stale it may be,
+#   and how to keep the buffer from becoming the bottleneck are still tuned by hand.
+#   - Horgan et al., "Distributed Prioritized Experience Replay", ICLR, 2018. Ape-X: hundreds of actors,
+#     one learner and a prioritised replay buffer shared between them.
+#   - Kapturowski, Ostrovski, Quan, Munos and Dabney, "Recurrent Experience Replay in Distributed
+#     Reinforcement Learning", ICLR, 2019. R2D2: how recurrent state goes stale in replay and how to
+#     repair it.
+# - **Systems for RL that keep accelerators busy.** Acting is latency-bound and branchy, learning is
+#   throughput-bound; putting both on the same cluster without idling either, especially when the
+#   policy is a large language model generating long rollouts, is an active systems problem.
+#   - Liang et al., "RLlib: Abstractions for Distributed Reinforcement Learning", ICML, 2018. Composable
+#     abstractions for the actor, learner and replay roles on Ray.
+#   - Espeholt, Marinier, Stanczyk, Wang and Michalski, "SEED RL: Scalable and Efficient Deep-RL with
+#     Accelerated Central Inference", ICLR, 2020. Moves inference from the actors to the learner's
+#     accelerator, so actors only step environments.
+#
+# ## What's next
+#
+# Chapter 21 (Distributed hyperparameter optimization) reuses the same pattern, one coordinator handing
+# work to many workers and reacting to whichever result arrives, to search for good training
+# configurations, and shows again why removing a barrier pays. The actor-learner's many-to-one traffic
+# returns in Chapter 11 (Parameter servers) and in the replicas of Chapter 23 (Distributed inference).
