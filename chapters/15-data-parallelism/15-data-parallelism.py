@@ -22,6 +22,11 @@
 # gradient accumulation, frozen and tied parameters, looks at mixed precision (the per-node enabler
 # that makes each replica cheap enough to scale), and then trains the same network with
 # `torch.nn.parallel.DistributedDataParallel` on real processes and demands the same parameters.
+#
+# **Prerequisites:** Chapter 1 (Why scale out: the gradient decomposes over shards), Chapter 3
+# (Performance models: $S_p$, $E_p$, the $\alpha$-$\beta$ model) and Chapter 4 (Communication
+# primitives: the ring all-reduce); Chapter 5 for how the timings are taken. Background:
+# backpropagation through an MLP, SGD and Adam, and floating-point formats (float32, bfloat16).
 
 # %% tags=["parameters"]
 SIZES = [32, 64, 64, 16]  # smoke: [16, 32, 8]
@@ -221,6 +226,18 @@ for bucket in (1e6, 25e6, 2e9):
 # `STEPS` steps every replica's parameters equal the single-device parameters. Tolerance: relative and
 # absolute $10^{-9}$ in float64 (the sums are taken in a different order, so equality is up to rounding
 # that grows slowly with the number of steps), and $10^{-4}$ in float32.
+#
+# Read the two pieces that make it DDP. `local_gradient` weights this rank's shard by its share of the
+# global batch, so the all-reduced *sum* is the full-batch gradient even when $B$ does not divide by
+# $K$. `make_buckets` packs gradients in reverse order (the order the backward pass produces them) into
+# buckets, closing one as soon as it holds at least `bucket_bytes`, and `bucketed_ddp_step` flattens
+# each bucket into one buffer so that one ring all-reduce moves it, then cuts the result back into
+# tensors.
+
+# %%
+from scaleoutai.notebooks import show
+
+show(ddp.local_gradient, ddp.make_buckets, ddp.bucketed_ddp_step)
 
 # %%
 data = [(rng.standard_normal((B, SIZES[0])), rng.standard_normal((B, SIZES[-1]))) for _ in range(3)]
@@ -634,3 +651,39 @@ else:
 #    bits of float32). How far does it drift, and does stochastic rounding help?
 # 6. Make `shuffled_order` fail loudly: add a check, before the first step, that all ranks agree on the
 #    names and shapes of the parameters (one all-gather of a hash).
+#
+# ## 9. Research directions
+#
+# - **Large batches without losing accuracy.** Data parallelism grows the global batch $B = K b$, and
+#   past a problem-dependent critical batch size more samples per step stop buying fewer steps. Learning
+#   rate rules, layer-wise adaptive optimizers and warm-up push that limit out, but predicting it for a
+#   new model and dataset is still largely empirical.
+#   - Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", arXiv technical report,
+#     2017. The linear learning-rate scaling rule with warm-up, up to a batch of 8192 images.
+#   - McCandlish, Kaplan, Amodei and the OpenAI Dota Team, "An Empirical Model of Large-Batch Training",
+#     arXiv technical report, 2018. The gradient noise scale as a predictor of the largest useful batch.
+#   - You et al., "Large Batch Optimization for Deep Learning: Training BERT in 76 minutes", ICLR, 2020.
+#     LAMB: a layer-wise trust ratio that keeps very large batches stable.
+# - **Hiding the all-reduce completely.** Bucketing overlaps communication with the backward pass, but
+#   the last bucket, the optimizer step and stragglers still sit on the critical path. Scheduling
+#   communication by priority, overlapping it with the next forward pass, or relaxing synchronisation
+#   without hurting convergence are active topics.
+#   - Li et al., "PyTorch Distributed: Experiences on Accelerating Data Parallel Training", VLDB, 2020.
+#     The bucketing and overlap design of `DistributedDataParallel` built in this chapter.
+#   - Jayarajan, Wei, Gibson, Fedorova and Pekhimenko, "Priority-based Parameter Propagation for
+#     Distributed DNN Training", MLSys, 2019. Sends the gradients the next forward pass needs first.
+# - **Lower precision end to end.** Mixed precision made each replica cheap; 8-bit and narrower formats
+#   for weights, activations and the all-reduce itself cut memory and traffic again, but keeping training
+#   stable and the summation accurate at those widths is open.
+#   - Micikevicius et al., "Mixed Precision Training", ICLR, 2018. Half-precision arithmetic with an
+#     fp32 master copy and loss scaling, the recipe of Section 4.
+#   - Micikevicius et al., "FP8 Formats for Deep Learning", arXiv technical report, 2022. The E4M3 and
+#     E5M2 formats and the scaling they need.
+#
+# ## What's next
+#
+# Chapter 16 (Model and sharded parallelism) removes data parallelism's hidden assumption, that every
+# replica holds the whole model and its optimizer state: ZeRO shards that state over the same $K$
+# workers, tensor parallelism splits each layer, and pipeline parallelism splits the stack of layers.
+# Chapter 18 (Elastic and fault-tolerant training) then asks what happens to a data-parallel job when
+# one of its $K$ replicas dies.
