@@ -115,3 +115,13 @@ def test_bad_input_is_a_clear_error(call, message):
 def test_zero_partitions_is_a_clear_error():
     with pytest.raises(cluster.RankError, match="partitions must be >= 1"):
         cluster.run(job(LINES, mr.word_count_mapper, mr.sum_reducer, partitions=0), 2, timeout=30)
+
+
+def test_a_straggler_sets_the_job_time_on_the_simulator():
+    def timed(comm):
+        mr.run_mapreduce(comm, LINES, mr.word_count_mapper, mr.sum_reducer, map_seconds=1e-3)
+        return comm.clock
+
+    even = cluster.run(timed, 3, network=cluster.Network(0.0, 0.0)).sim_time
+    slow = cluster.run(timed, 3, network=cluster.Network(0.0, 0.0), faults=cluster.Faults(slow={1: 4.0})).sim_time
+    assert even == pytest.approx(20 * 1e-3) and slow == pytest.approx(4 * 20 * 1e-3)  # 60 lines / 3 ranks

@@ -72,13 +72,15 @@ class ShuffleStats:
 
 
 def run_mapreduce(comm: Comm, records: Sequence[Any], mapper: Mapper, reducer: Reducer,
-                  combiner: Reducer | None = None, partitions: int | None = None
+                  combiner: Reducer | None = None, partitions: int | None = None,
+                  map_seconds: float = 0.0, reduce_seconds: float = 0.0
                   ) -> tuple[dict[Hashable, Any], ShuffleStats]:
     """One MapReduce job on every rank; returns (this rank's reduced keys, its shuffle statistics).
 
     ``records`` is the whole input on every rank (each maps only its block). ``partitions`` (R,
     default K) hash buckets; partition p is reduced on rank p mod K. Merge the ranks' dicts for the
-    full result (``gather_result``); the key sets are disjoint.
+    full result (``gather_result``); the key sets are disjoint. ``map_seconds`` per record and
+    ``reduce_seconds`` per received value are charged with ``comm.compute`` (the simulator's clock).
     """
     K, r = comm.size, comm.rank
     R = K if partitions is None else int(partitions)
@@ -88,6 +90,7 @@ def run_mapreduce(comm: Comm, records: Sequence[Any], mapper: Mapper, reducer: R
     stats = ShuffleStats()
     mapped = [pair for record in records[lo:hi] for pair in mapper(record)]
     stats.pairs_mapped = len(mapped)
+    comm.compute(map_seconds * (hi - lo))
     if combiner is not None:  # one value per key leaves this rank: less to shuffle
         mapped = [(key, combiner(key, values)) for key, values in _group(mapped).items()]
     stats.pairs_after_combine = len(mapped)
@@ -103,7 +106,9 @@ def run_mapreduce(comm: Comm, records: Sequence[Any], mapper: Mapper, reducer: R
             stats.bytes_sent += block.nbytes
     stats.pairs_kept = len(outgoing[r])
     received = all_to_all(comm, blocks)
-    groups = _group(pair for src in range(K) for pair in decode(received[src]))  # rank order = record order
+    incoming = [pair for src in range(K) for pair in decode(received[src])]  # rank order = record order
+    comm.compute(reduce_seconds * len(incoming))
+    groups = _group(incoming)
     return {key: reducer(key, values) for key, values in groups.items()}, stats
 
 
