@@ -483,13 +483,18 @@ assert np.all(second <= np.array([perf.expected_max_normal(MU, SIGMA, K) for K i
 #     dominate at scale, and the hedging and backup-request techniques that hide them.
 #   - Chen, Pan, Monga, Bengio and Jozefowicz, "Revisiting Distributed Synchronous SGD", ICLR Workshop
 #     Track, 2016. Synchronous SGD with backup workers: drop the slowest few gradients each step.
-# - **Laws for whole systems, not single kernels.** Amdahl's and Gustafson's laws and the roofline each
-#   describe one bottleneck. Predicting end-to-end training time across compute, memory and network at
-#   once, well enough to plan a cluster purchase, remains an open problem.
+# - **Laws for whole systems, not single kernels.** Amdahl's and Gustafson's laws each describe one
+#   fixed split between serial and parallel work. In training, the "serial" part (communication,
+#   input pipeline, optimizer step) itself grows with $K$ and with the model, and predicting end-to-end
+#   time across compute, memory and network at once, well enough to plan a cluster purchase, remains open.
 #   - Amdahl, "Validity of the Single Processor Approach to Achieving Large Scale Computing
 #     Capabilities", AFIPS Spring Joint Computer Conference, 1967. The fixed-size speedup bound.
 #   - Gustafson, "Reevaluating Amdahl's Law", Communications of the ACM, 1988. Scaled speedup: grow the
 #     problem with the machine and the serial fraction shrinks.
+# - **Rooflines for distributed and memory-hierarchical kernels.** The roofline bounds one kernel by peak
+#   compute and one memory bandwidth. Extending it to several memory levels, to the network as one more
+#   "roof", and to operators whose arithmetic intensity changes with how they are sharded is active work,
+#   and it is what decides whether a sharding plan is compute- or communication-bound.
 #   - Williams, Waterman and Patterson, "Roofline: An Insightful Visual Performance Model for Multicore
 #     Architectures", Communications of the ACM, 2009. Bounds a kernel by peak compute and by memory
 #     bandwidth times arithmetic intensity.

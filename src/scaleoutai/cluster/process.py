@@ -238,7 +238,7 @@ class ProcessComm(Communicator):
         dtype, shape, inline = decode_header(header.cpu().numpy())
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         with self._lock:
-            del self._headers[src]
+            self._headers.pop(src, None)  # close() may have cleared it already
             early, tail = self._early.pop(src, None), None
             if early is not None:
                 out, reqs, tail = early
