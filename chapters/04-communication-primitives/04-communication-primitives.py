@@ -207,12 +207,17 @@ print("ring pass: correct for K = 1, 2, 3, 5, 8; each rank sends (K-1) n bytes")
 # $2\frac{K-1}{K}n$ bytes. That is the algorithm you write yourself in Lab 4; here it is imported from
 # `scaleoutai.collectives` together with the others. Read it: `ring_allreduce` is a reduce-scatter and
 # an all-gather sharing one output buffer; in `reduce_scatter` note which block each step sends and
-# which it folds, and that every receive is a posted receive into the block it lands in.
+# which it folds, and that every receive is a posted receive into the block it lands in. For contrast,
+# read `recursive_doubling_allreduce`, the latency-optimal choice: $\log_2 K$ exchanges of the whole
+# vector with partner $r \oplus 2^k$ when $K$ is a power of two, plus a fold-in and a hand-back step
+# for the ranks beyond the largest power of two otherwise. Both partners add in the same order, so
+# every rank ends with identical bits.
 
 # %%
 from scaleoutai.notebooks import show
 
-show(collectives.ring_allreduce, collectives.reduce_scatter, collectives.all_gather)
+show(collectives.ring_allreduce, collectives.reduce_scatter, collectives.all_gather,
+     collectives.recursive_doubling_allreduce)
 
 # %% [markdown]
 #
