@@ -484,8 +484,8 @@ plt.show()
 #
 # **Speedup and efficiency on the simulator.** The from-scratch runs can be timed in simulated
 # seconds: each block costs `t_row` seconds per sequence forward (twice that backward), divided by
-# TP, and the network is $\alpha = 5\,\mu s$, $\beta = 1/(10\text{ GB/s})$. $S_P = T_1/T_P$,
-# $E_P = S_P/P$.
+# TP, and the network is $\alpha = 5\,\mu s$, $\beta = 1/(10\text{ GB/s})$. On $K$ devices
+# $S_K = T_1/T_K$ and $E_K = S_K/K$.
 
 # %%
 t_row, net = 2e-4, cluster.Network(alpha=5e-6, beta=1e-10)
@@ -498,11 +498,11 @@ for shape in MESHES:
                     network=net, compute=(t_f, 2 * t_f))
     sim[shape] = r.run.sim_time / 2
 T1 = sim[(1, 1, 1)]
-print(f"{'(dp,tp,pp)':>10} {'P':>3} {'step (sim ms)':>14} {'S_P':>6} {'E_P':>6}")
+print(f"{'(dp,tp,pp)':>10} {'K':>3} {'step (sim ms)':>14} {'S_K':>6} {'E_K':>6}")
 for shape, t in sim.items():
-    P = math.prod(shape)
-    print(f"{str(shape):>10} {P:>3} {t * 1e3:>14.3f} {T1 / t:>6.2f} {T1 / t / P:>6.2f}")
-    assert t <= T1 * 1.0001 or P == 1
+    n_dev = math.prod(shape)
+    print(f"{str(shape):>10} {n_dev:>3} {t * 1e3:>14.3f} {T1 / t:>6.2f} {T1 / t / n_dev:>6.2f}")
+    assert t <= T1 * 1.0001 or n_dev == 1
 e_pp = T1 / sim[(1, 1, 2)] / 2
 assert abs(e_pp - MICRO / (MICRO + 1)) < 0.02, e_pp  # 1 - bubble (PP-1)/(m+PP-1) with PP = 2
 
@@ -556,23 +556,32 @@ print(f"at Chinchilla's budget 5.88e23: N* = {N_c / 1e9:.1f}B, D* = {D_c / 1e12:
 # inference cost grows with $N$, not $D$.
 #
 # **MFU, HFU and cost.** For a run that processes `tokens_per_s` tokens per second per GPU, the cell
-# below reports MFU without and with the attention term, and HFU with full recomputation, for two
-# model shapes at sequence length 4096. Papers differ in which count they report, so compare a figure
-# only with one computed the same way. Llama 3 405B reported 38-43% bf16 MFU on H100s; at 40% the cost
-# of Chinchilla's budget follows, at the H100 list price of `capstone/prices.yaml`.
+# below reports MFU without and with the attention term, and HFU with selective and with full
+# recomputation, for two model shapes at sequence length 4096. Full recomputation adds one forward,
+# $2N + 4lhs$, to the $6N + 12lhs$ of the model, so HFU is exactly $4/3$ of MFU; the cell also checks
+# that Megatron-LM's Eq. 3 is this same full-recomputation count. Papers differ in which count they
+# report, so compare a figure only with one computed the same way. Llama 3 405B reported 38-43% bf16
+# MFU on H100s; at 40% the cost of Chinchilla's budget follows, at the H100 list price of
+# `capstone/prices.yaml`.
 
 # %%
-SEQ = 4096
+SEQ_LONG = 4096  # a planning shape, not the from-scratch SEQ
 for N, layers, hidden, tps in ((7e9, 32, 4096, 9500), (70e9, 80, 8192, 950)):
     u6 = scaling.mfu(tps, N)
-    u = scaling.mfu(tps, N, layers=layers, hidden=hidden, seq=SEQ)
-    h = scaling.hfu(tps, N, layers=layers, hidden=hidden, seq=SEQ, recompute="full")
-    print(f"N = {N / 1e9:.0f}B (l={layers}, h={hidden}, s={SEQ}) at {tps:,} tokens/s per H100: "
-          f"MFU 6N only {u6:.1%}, with attention {u:.1%}; HFU with full recomputation {h:.1%}")
-    assert u6 < u < h
+    u = scaling.mfu(tps, N, layers=layers, hidden=hidden, seq=SEQ_LONG)
+    h = scaling.hfu(tps, N, layers=layers, hidden=hidden, seq=SEQ_LONG, recompute="full")
+    h_sel = scaling.hfu(tps, N, layers=layers, hidden=hidden, seq=SEQ_LONG, recompute="selective")
+    print(f"N = {N / 1e9:.0f}B (l={layers}, h={hidden}, s={SEQ_LONG}) at {tps:,} tokens/s per H100: "
+          f"MFU 6N only {u6:.1%}, with attention {u:.1%}; HFU selective {h_sel:.1%}, full {h:.1%}")
+    assert u6 < u < h_sel < h
+    assert scaling.hfu(tps, N, layers=layers, hidden=hidden, seq=SEQ_LONG, recompute="none") == u
     # full recomputation redoes one forward: HFU / MFU = (8N + 16lhs) / (6N + 12lhs) = 4/3 exactly
     assert abs(h / u - 4 / 3) < 1e-12
 assert abs(scaling.mfu(950, 70e9) - 6 * 70e9 * 950 / 989e12) < 1e-15
+# Megatron-LM's Eq. 3 per token (vocabulary left out) is the full-recomputation count for N = 12 l h^2
+l_, h_ = 80, 8192
+eq3 = scaling.megatron_flops_per_iteration(1, SEQ_LONG, l_, h_, 0) / SEQ_LONG
+assert np.isclose(eq3, scaling.hardware_flops_per_token(12 * l_ * h_**2, l_, h_, SEQ_LONG, "full"), rtol=1e-12)
 
 from scaleoutai import capstone
 
