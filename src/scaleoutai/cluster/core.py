@@ -45,7 +45,6 @@ class Network:
         return self.alpha + nbytes * self.beta
 
 
-
 @dataclass(frozen=True)
 class Faults:
     """Deterministic fault injection.

@@ -59,7 +59,8 @@ class ProcessComm(Communicator):
         self._inbox: dict[int, queue.SimpleQueue] = {}
         # src -> (header buffer, its posted receive): the receive of the next header from src, once posted
         self._headers: dict[int, tuple[Any, Any]] = {}
-        self._early: dict[int, tuple[np.ndarray, list[Any]]] = {}  # src -> (out, its payload's posted receives)
+        # src -> (out, its payload's posted receives, the scratch segment for a partial last piece or None)
+        self._early: dict[int, tuple[np.ndarray, list[Any], np.ndarray | None]] = {}
         self._lock = threading.Lock()  # orders a receiver thread's posting against a posted receive
         self._sent: queue.SimpleQueue = queue.SimpleQueue()
         self._reaper: threading.Thread | None = None
@@ -146,7 +147,7 @@ class ProcessComm(Communicator):
         It goes right behind the posted receive of that message's header (gloo matches a peer's
         messages in the order the receives were posted), so no byte waits for the header to be read."""
         if out.nbytes <= INLINE_BYTES or src in self._early or self._device != "cpu":
-            return  # a small message travels inside its header
+            return  # small messages travel inside their header; one posted receive per peer; CPU memory only
         if self._progress and not self._inbox[src].empty():
             return  # an earlier message from src is next in line: it was received already
         if src not in self._headers:  # no receiver thread: post the header's receive first
