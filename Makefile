@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml environments/constraints.txt
 	@t=$$(date +%s); $(PY) environments/install_torch.py && echo "[make] torch step took $$(( $$(date +%s) - t )) s"
 	@t=$$(date +%s); $(PY) -m pip install --quiet -c environments/constraints.txt -e ".[test,scale]" \
 	  && echo "[make] course packages installed in $$(( $$(date +%s) - t )) s"
+	# Java (PySpark) and redis-server (Chapter 9) from Debian's packages where apt and root are here; else it says how.
+	@bash environments/data/install-ci.sh
 	touch $(STAMP)
 
 install: $(STAMP)
