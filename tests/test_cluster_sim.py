@@ -357,3 +357,68 @@ def test_sendrecv_fills_out_in_place_and_returns_it():
 def test_bad_sendrecv_arguments_are_a_clear_error(call, message):
     with pytest.raises(cluster.RankError, match=message):
         cluster.run(call, 2, timeout=10)
+
+
+def _readonly(n):
+    a = np.zeros(n)
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda comm: comm.sendrecv(np.zeros(1), 1, 0, out=np.zeros(4)), "sendrecv with itself"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 0, 5, out=np.zeros(4)), "src=5 is out of range"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 0, 0, out=[0.0]), "out must be a writable, C-contiguous"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 0, 0, out=np.zeros(8)[::2]), "out must be a writable, C-contiguous"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 0, 0, out=_readonly(4)), "out must be a writable, C-contiguous"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 0, 0, out=np.zeros(3, np.float32)),
+     r"received float64\[4\] from rank 0 but out is float32\[3\]"),
+    (lambda comm: comm.sendrecv(np.zeros(1), 0, 0, out=np.zeros(4, np.int64)),
+     r"received float64\[4\] from rank 0 but out is int64\[4\]"),
+    (lambda comm: (lambda buf: comm.sendrecv(buf[:4], 0, 0, out=buf[2:6]))(np.zeros(8)),
+     "out overlaps the array being sent"),
+])
+def test_bad_sendrecv_is_the_same_clear_error_when_the_message_is_already_waiting(call, message):
+    # Rank 0 runs first and leaves a float64[4] in rank 1's mailbox: rank 1's sendrecv takes the
+    # simulator's inline path, which must hand every wrong argument to the checks of the slow one.
+    def worker(comm):
+        if comm.rank == 0:
+            comm.send(np.zeros(4), 1)
+            return None
+        return call(comm)
+
+    with pytest.raises(cluster.RankError, match=message):
+        cluster.run(worker, 2, timeout=10)
+
+
+@pytest.mark.parametrize("K, n", [(2, 5), (5, 13), (17, 3), (64, 1000)])
+def test_inline_sendrecv_gives_the_same_values_clocks_and_counts_as_the_traced_path(K, n):
+    from scaleoutai.collectives import ring_allreduce
+
+    def worker(comm):
+        return ring_allreduce(comm, np.arange(n, dtype=np.float32) * (comm.rank + 1))
+
+    net = cluster.Network(alpha=3e-6, beta=7e-10)
+    fast = cluster.run(worker, K, network=net)
+    traced = cluster.run(worker, K, network=net, trace=True)  # a trace takes the general path
+    assert len(traced.trace) == 2 * 2 * (K - 1) * K
+    for r in range(K):
+        np.testing.assert_array_equal(fast.values[r], traced.values[r])
+        assert fast.stats[r].sim_time == traced.stats[r].sim_time
+        assert fast.stats[r].bytes_received == traced.stats[r].bytes_received
+        assert fast.stats[r].messages_sent == traced.stats[r].messages_sent == 2 * (K - 1)
+
+
+def test_a_rank_that_never_blocks_runs_before_the_next_starts_and_order_is_fixed():
+    order: list[int] = []
+
+    def worker(comm):
+        order.append(comm.rank)
+        if comm.rank < comm.size - 1:
+            comm.send(np.zeros(1), comm.rank + 1)
+        if comm.rank:
+            comm.recv(comm.rank - 1)
+        order.append(comm.rank)
+
+    cluster.run(worker, 4)
+    assert order == [0, 0, 1, 1, 2, 2, 3, 3]

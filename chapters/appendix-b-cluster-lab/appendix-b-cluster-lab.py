@@ -68,8 +68,8 @@ ring_allreduce = example.ring_allreduce  # the one worker function every scale r
 # that runs. The rule of this lab is therefore one script, unchanged, at every scale; only the launcher
 # around it changes. Each step up lifts one ceiling and adds one cost:
 #
-# - **The simulator** lifts no ceiling at all: it runs $K$ ranks as threads with an $\alpha$-$\beta$
-#   clock, so it is deterministic, detects deadlocks and counts every byte. It is where a protocol is
+# - **The simulator** lifts no ceiling at all: it runs $K$ ranks as coroutines (greenlets, one switch per
+#   blocking receive) in one thread with an $\alpha$-$\beta$ clock, so it is deterministic, detects deadlocks and counts every byte. It is where a protocol is
 #   shown to be correct.
 # - **Local processes** lift the one-interpreter ceiling: $K$ processes use $K$ cores and talk over a
 #   real transport (gloo on loopback), so serialisation and real message passing enter.
@@ -459,10 +459,10 @@ assert have[("local", "torch.distributed (gloo)")] and have[("torchrun", "torchr
 # start-up: importing torch in every process, the rendezvous, and for torchrun an extra agent process per
 # node. The chart shows what each step up the ladder of Section 1 costs before the first message is
 # sent, measured in this run (one run each, so read the order of magnitude, not the digits). The simulator
-# bar is wall time of the threads, not the simulated makespan.
+# bar is the wall time of the coroutines, not the simulated makespan.
 
 # %%
-timings = {"simulator (threads)": sim.wall_time, "cluster.run, processes": proc.wall_time,
+timings = {"simulator (coroutines)": sim.wall_time, "cluster.run, processes": proc.wall_time,
            "python script.py (K=1)": t_single}
 timings.update({r["label"]: r["seconds"] for r in RUNS
                 if r["status"] == 0 and "allreduce_check" in r["command"] and "--dry-run" not in r["command"]})

@@ -17,6 +17,7 @@ alpha-beta model (n bytes per rank) are in ``scaleoutai.perf.collective_time``:
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
@@ -175,8 +176,10 @@ def block_range(n: int, K: int, r: int) -> tuple[int, int]:
     return block_bounds(n, K)[r]
 
 
-def _blocks(n: int, K: int) -> list[slice]:
-    return [slice(lo, hi) for lo, hi in block_bounds(n, K)]
+@lru_cache(maxsize=64)
+def _blocks(n: int, K: int) -> tuple[slice, ...]:
+    """The ring's blocks as slices, shared by all K ranks of a run (each would otherwise cut K of them)."""
+    return tuple(slice(lo, hi) for lo, hi in block_bounds(n, K))
 
 
 def reduce_scatter(comm: Comm, x: np.ndarray, op: str = "sum", out: np.ndarray | None = None) -> np.ndarray:

@@ -24,7 +24,7 @@ def run(fn: Callable[..., Any], world_size: int, backend: str = "sim", args: tup
         timeout: float = 300.0, trace: bool = False, quiet: bool = False) -> RunResult:
     """Call ``fn(comm, *args, **kwargs)`` on ``world_size`` ranks and gather what each returns.
 
-    backend "sim": threads with an alpha-beta clock (``network``), deterministic, deadlock detection.
+    backend "sim": one greenlet per rank with an alpha-beta clock (``network``), deterministic, deadlock detection.
     backend "process": real processes over torch.distributed (gloo); ``quiet`` hides their output.
     Any rank's exception ends the run and is raised here as RankError with that rank's traceback.
     """
