@@ -3,4 +3,7 @@
     mapreduce   Ch6  map, hash-partition, shuffle over the communicator, combine, reduce
     dataframe   Ch7  partitioned DataFrame, lazy plan cut into stages at shuffles, lineage recompute
                      (dataframe_plan: expressions and plan nodes; dataframe_exec: partitions and stages)
+    streaming   Ch9  event-time windows, watermarks, micro-batches over the communicator
+                     (streaming_sinks: exactly-once via checkpointed offsets and an idempotent sink, Redis
+                     Streams consumer groups; streaming_sgd: online SGD under drift; broker: a redis-server)
 """
