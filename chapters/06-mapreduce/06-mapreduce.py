@@ -59,6 +59,7 @@ import numpy as np
 
 from scaleoutai import capstone, cluster, perf
 from scaleoutai.data import mapreduce as mr
+from scaleoutai.data import mapreduce_tasks as mt
 
 corpus_tb, read_gbs = 10.0, 1.0  # a 10 TB corpus, each machine reading at 1 GB/s
 for K in (1, 10, 100, 1000):
@@ -225,8 +226,7 @@ assert skew_no_combiner > 1.0
 
 # %% [markdown]
 # **A straggler.** The job ends when the slowest rank's map and reduce end. One rank 4x slower stretches
-# the whole job by about that factor; MapReduce's answer is a *backup task* that runs the straggler's
-# remaining work on an idle machine and keeps whichever copy finishes first (Exercise 3).
+# the whole job by about that factor, because each rank maps one fixed block.
 #
 # **A crash.** A rank that dies mid-job ends the group with its traceback, and its block must be mapped
 # again: map output lives only on the mapper, so the classic design re-executes the lost tasks.
@@ -245,6 +245,81 @@ try:
     raise AssertionError("the crash was not reported")
 except cluster.RankError as err:
     print("a crashed mapper ends the job:", str(err).splitlines()[0])
+
+# %% [markdown]
+# **Map tasks and backup tasks.** The MapReduce paper's two answers to a straggler. First, cut the input
+# into many more map tasks than workers and let a master hand the next task to whichever worker asks:
+# a slow worker simply takes fewer tasks. Second, near the end of the map phase, when a worker is idle
+# and tasks are still running, start a *backup copy* of the task expected to finish last; the first copy
+# to finish wins and the other is aborted or its output dropped, so every task's pairs enter the shuffle
+# exactly once and the result is still the sequential job's. `run_mapreduce_tasks` does both: rank 0 is
+# the master, every worker heartbeats it every `heartbeat` seconds of its own clock with its progress,
+# and the master launches a backup only when the estimated finish of the running copy is later than an
+# idle worker could finish a fresh copy (the rule of LATE, Zaharia et al. 2008), so without a straggler
+# it launches none.
+
+# %%
+show(mt._Master._backup_for)
+
+# %%
+STRAGGLER, K_TASKS = 5.0, 5
+
+
+def task_job(comm, records, tasks, backups):
+    mine, stats = mt.run_mapreduce_tasks(comm, records, mr.word_count_mapper, mr.sum_reducer, mr.sum_reducer,
+                                         tasks=tasks, map_seconds=MAP_SECONDS, reduce_seconds=REDUCE_SECONDS,
+                                         backups=backups)
+    return mr.gather_result(comm, mine), stats
+
+
+def static_job(comm, records):
+    return mr.run_mapreduce(comm, records, mr.word_count_mapper, mr.sum_reducer, mr.sum_reducer,
+                            map_seconds=MAP_SECONDS, reduce_seconds=REDUCE_SECONDS)[1]
+
+
+rows, schedules = [], {}
+for slow in ({}, {1: STRAGGLER}):
+    faults = cluster.Faults(slow=slow)
+    blocks = cluster.run(static_job, K_TASKS, args=(lines,), network=net, faults=faults, timeout=120).sim_time
+    rows.append(("static blocks", bool(slow), blocks, 0, 0.0))
+    for per_worker in (1, 4):
+        M = per_worker * (K_TASKS - 1)
+        for backups in (False, True):
+            res = cluster.run(task_job, K_TASKS, args=(lines, M, backups), network=net, faults=faults, timeout=120)
+            assert all(v[0] == reference for v in res.values)  # exact with and without backups
+            st = res.values[0][1]
+            rows.append((f"M = {M} tasks, backups {'on' if backups else 'off'}", bool(slow), res.sim_time,
+                         st.backups_launched, st.wasted_seconds))
+            schedules[(M, backups, bool(slow))] = (st.schedule, res.sim_time)
+            if not slow:
+                assert st.backups_launched == 0  # no straggler, no backup
+print(f"K = {K_TASKS} (rank 0 is the master of the task runs), rank 1 {STRAGGLER:g}x slower where marked")
+print(f"{'job':>28} {'straggler':>9} {'T (ms)':>8} {'backups':>8} {'wasted map (ms)':>16}")
+for name, slow, t, nb, wasted in rows:
+    print(f"{name:>28} {'yes' if slow else 'no':>9} {t * 1e3:>8.2f} {nb:>8} {wasted * 1e3:>16.2f}")
+makespan = {(name, slow): t for name, slow, t, _, _ in rows}
+for M in (K_TASKS - 1, 4 * (K_TASKS - 1)):
+    on, off = makespan[(f"M = {M} tasks, backups on", True)], makespan[(f"M = {M} tasks, backups off", True)]
+    assert on < off if M == K_TASKS - 1 else on <= off  # with many small tasks the pull alone may hide it
+
+# %% [markdown]
+# The timeline of the map tasks under the straggler, one bar per copy: with one task per worker the
+# straggler's task sets the map phase until an idle worker's backup copy overtakes it (the hatched bar
+# is the straggler's aborted copy, the work backups waste).
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.2), sharey=True)
+for ax, backups in zip(axes, (False, True)):
+    sched, total = schedules[(K_TASKS - 1, backups, True)]
+    for task, w, start, end, kind, outcome in sched:
+        ax.barh(w, (end - start) * 1e3, left=start * 1e3, color="C1" if kind == "backup" else "C0",
+                hatch="//" if outcome != "won" else None, alpha=0.5 if outcome != "won" else 0.9, edgecolor="k")
+        ax.text((start + end) / 2 * 1e3, w, str(task), ha="center", va="center", fontsize=8)
+    ax.axvline(total * 1e3, color="k", ls="--", lw=1)
+    ax.set(xlabel="simulated time (ms)", title=f"backups {'on' if backups else 'off'}: job {total * 1e3:.1f} ms")
+axes[0].set(ylabel="worker rank", yticks=range(1, K_TASKS))
+plt.tight_layout()
+plt.show()
 
 # %% [markdown]
 # ## 7. Evaluation: speedup, efficiency, cost
@@ -295,9 +370,9 @@ assert table[-1]["speedup"] > 1.0
 #    fewer pairs? Why can more partitions than workers help with skew, and what do they cost?
 # 2. **A range partitioner.** Replace the hash by ranges of sorted keys (sample the keys first to pick
 #    the boundaries) and produce a globally sorted output. Compare the balance with hashing.
-# 3. **Backup tasks.** Split each rank's block into several map tasks. After finishing its own tasks, a
-#    rank re-runs the last unfinished task of the slowest rank (its simulated clock says which), and the
-#    first copy to finish wins. Measure the job time with `Faults(slow={1: 4.0})` against Section 6.
+# 3. **Backup tasks.** In Section 6, sweep the straggler factor (1.5, 2, 5, 10) and the `margin` of
+#    `run_mapreduce_tasks` (1, 1.25, 2, 4). Plot the job time and the wasted map work against the factor.
+#    Which margin would you pick for a cluster where one machine in twenty is 2x slow?
 # 4. **Map-side join.** When one table is small, broadcast it to every rank and join during the map,
 #    with no shuffle of the large table. Measure the shuffle bytes of both joins.
 # 5. **Combiner algebra.** Which reducers can be used as their own combiner? Give one (the mean) that

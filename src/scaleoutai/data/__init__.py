@@ -1,6 +1,7 @@
 """Part II, Distributed Data Processing (Chapters 6-9): the modules a chapter of Part II teaches.
 
     mapreduce   Ch6  map, hash-partition, shuffle over the communicator, combine, reduce
+                     (mapreduce_tasks: map tasks, a master, heartbeats and speculative backup tasks)
     dataframe   Ch7  partitioned DataFrame, lazy plan cut into stages at shuffles, lineage recompute
                      (dataframe_plan: expressions and plan nodes; dataframe_exec: partitions and stages)
     streaming   Ch9  event-time windows, watermarks, micro-batches over the communicator
