@@ -21,6 +21,7 @@ from _common import machine
 from scaleoutai import cluster
 from scaleoutai.data import streaming as st
 from scaleoutai.data import streaming_sinks as ss
+from scaleoutai.data.spark import JAVA_HINT, have_java, local_spark
 
 
 def ours(events: st.Events, batch: int, size: int, slide: int, delta: int, K: int) -> tuple[float, st.Table]:
@@ -42,18 +43,13 @@ def main() -> None:
     a = ap.parse_args()
     if a.smoke:
         a.events, a.repeats = 20_000, 1
-    if shutil.which("java") is None:
-        raise SystemExit("PySpark needs Java 17+: run `bash environments/data/install-ci.sh` as root")
-    from pyspark.sql import SparkSession
-
+    if not have_java():
+        raise SystemExit(JAVA_HINT)
     events = st.generate_events(a.events, keys=a.keys, rate=10_000.0, disorder_ms=300, lateness=0.05, late_ms=3_000)
     batch = -(-a.events // a.batches)
     work = Path(tempfile.mkdtemp(prefix="bench-streaming-"))
     t0 = time.perf_counter()
-    spark = (SparkSession.builder.master("local[2]").appName("bench-streaming")
-             .config("spark.ui.showConsoleProgress", "false").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark("bench-streaming")
     startup = time.perf_counter() - t0
     try:
         ss.write_batch_files(events, batch, str(work / "in"))

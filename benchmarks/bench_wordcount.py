@@ -12,7 +12,6 @@ Usage: python benchmarks/bench_wordcount.py [--mb 50] [--repeats 3] [--smoke]
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import time
 from collections import Counter
@@ -20,6 +19,7 @@ from collections import Counter
 from _common import machine
 from scaleoutai import cluster
 from scaleoutai.data import mapreduce as mr
+from scaleoutai.data.spark import JAVA_HINT, have_java, local_spark
 
 
 def count_words(record: str) -> list[tuple[str, int]]:
@@ -52,8 +52,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.smoke:
         a.mb, a.repeats = 1.0, 1
-    if shutil.which("java") is None:
-        raise SystemExit("PySpark needs Java 17+: run `bash environments/data/install-ci.sh` as root")
+    if not have_java():
+        raise SystemExit(JAVA_HINT)
     n_lines = int(a.mb * 1e6 / 42.4)  # zipf_lines averages about 42 bytes a line at 10 words
     lines = mr.zipf_lines(n_lines, words_per_line=10, vocab=a.vocab, seed=0)
     size = sum(len(s) + 1 for s in lines)
@@ -71,14 +71,10 @@ def main() -> None:
             reference = counts
         results[f"ours, process backend, K={K}"] = statistics.median(times)
 
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    spark = (SparkSession.builder.master("local[2]").appName("bench-wordcount")
-             .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "4")
-             .config("spark.driver.memory", "4g").getOrCreate())
+    spark = local_spark("bench-wordcount", {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "4g"})
     try:
-        spark.sparkContext.setLogLevel("ERROR")
         rdd = spark.sparkContext.parallelize(lines, 8).cache()
         rdd.count()  # materialise the cache: loading is not the job
         df = spark.createDataFrame([(s,) for s in lines], "line string").repartition(8).cache()

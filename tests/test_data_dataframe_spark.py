@@ -3,18 +3,16 @@ number of stages, and its RDD word count equals the MapReduce reference of Chapt
 from __future__ import annotations
 
 import re
-import shutil
-import warnings
 
 import numpy as np
 import pytest
 
 from scaleoutai import cluster
 from scaleoutai.data import mapreduce as mr
+from scaleoutai.data.spark import COMPARABLE_PLANS, JAVA_HINT, have_java, local_spark
 from scaleoutai.data.dataframe import DataFrame, assert_frame_close, col, reference_query, sort_rows
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None,
-                                reason="PySpark needs Java 17+: run `bash environments/data/install-ci.sh` as root")
+pytestmark = pytest.mark.skipif(not have_java(), reason=JAVA_HINT)
 
 RNG = np.random.default_rng(3)
 N = 2_000
@@ -25,22 +23,7 @@ U = {"k": np.arange(0, 60, 3), "w": np.linspace(-1.0, 2.0, 20)}
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    # AQE off: it would coalesce or skip stages at run time, and the comparison is of the static plan.
-    # No broadcast joins: a broadcast join has no shuffle, ours always hashes both sides.
-    # ConvertToLocalRelation off: it would evaluate a narrow query on a local table while planning,
-    # with no job at all, where ours runs one stage.
-    session = (SparkSession.builder.master("local[2]").appName("test-ch07")
-               .config("spark.ui.showConsoleProgress", "false").config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.sql.adaptive.enabled", "false")
-               .config("spark.sql.autoBroadcastJoinThreshold", "-1")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.sql.optimizer.excludedRules",
-                       "org.apache.spark.sql.catalyst.optimizer.ConvertToLocalRelation")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_spark("test-ch07", COMPARABLE_PLANS)
     try:
         yield session
     finally:

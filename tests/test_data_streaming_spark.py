@@ -1,27 +1,20 @@
 """Chapter 9, Section 5: Spark Structured Streaming over the same files gives our windows and watermarks."""
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
 from scaleoutai import cluster
 from scaleoutai.data import streaming as st
 from scaleoutai.data import streaming_sinks as ss
+from scaleoutai.data.spark import JAVA_HINT, have_java, local_spark
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None,
-                                reason="PySpark needs Java 17+: run `bash environments/data/install-ci.sh` as root")
+pytestmark = pytest.mark.skipif(not have_java(), reason=JAVA_HINT)
 
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("test-ch09")
-               .config("spark.ui.showConsoleProgress", "false").config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_spark("test-ch09")
     try:
         yield session
     finally:

@@ -52,7 +52,6 @@ SEED = 0
 # and pays only for the shuffles the query really needs.
 
 # %%
-import shutil
 import time
 
 import matplotlib.pyplot as plt
@@ -220,26 +219,14 @@ print("K = 8 on 5 rows: equal to the reference")
 # session, `local[2]`, serves the notebook; it starts here, outside every timing, and stops at the end.
 
 # %%
-if shutil.which("java") is None:
-    raise RuntimeError("PySpark needs Java 17+: run `bash environments/data/install-ci.sh` as root, or install OpenJDK 17")
-import logging  # noqa: E402
-import warnings  # noqa: E402
+from scaleoutai.data.spark import COMPARABLE_PLANS, local_spark  # noqa: E402
+
+t0 = time.perf_counter()
+spark = local_spark("chapter-07", COMPARABLE_PLANS)  # without Java: one line saying how to get it
 
 import pandas as pd  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-logging.getLogger("py4j").setLevel(logging.ERROR)
-warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-t0 = time.perf_counter()
-spark = (SparkSession.builder.master("local[2]").appName("chapter-07")
-         .config("spark.ui.showConsoleProgress", "false").config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.adaptive.enabled", "false")
-         .config("spark.sql.autoBroadcastJoinThreshold", "-1")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         .config("spark.sql.optimizer.excludedRules", "org.apache.spark.sql.catalyst.optimizer.ConvertToLocalRelation")
-         .getOrCreate())
-spark.sparkContext.setLogLevel("ERROR")
 spark_startup = time.perf_counter() - t0
 orders_s, customers_s = spark.createDataFrame(pd.DataFrame(orders)), spark.createDataFrame(pd.DataFrame(customers))
 

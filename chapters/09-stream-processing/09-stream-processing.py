@@ -247,20 +247,10 @@ assert stale_err[late].mean() > 5 * online_err[late].mean()
 # here, outside every timing, and stops in the last cell.
 
 # %%
-if shutil.which("java") is None:
-    raise RuntimeError("PySpark needs Java 17+: run `bash environments/data/install-ci.sh` as root, or install OpenJDK 17")
-import logging  # noqa: E402
-import os  # noqa: E402
+from scaleoutai.data.spark import local_spark  # noqa: E402
 
-from pyspark.sql import SparkSession  # noqa: E402
-
-logging.getLogger("py4j").setLevel(logging.ERROR)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind locally, and skip the warning about it
 t0 = time.perf_counter()
-spark = (SparkSession.builder.master("local[2]").appName("chapter-09")
-         .config("spark.ui.showConsoleProgress", "false").config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC").getOrCreate())
-spark.sparkContext.setLogLevel("ERROR")
+spark = local_spark("chapter-09")  # without Java: one line saying how to get it
 spark_startup = time.perf_counter() - t0
 work = Path(tempfile.mkdtemp(prefix="ch09-"))
 show(ss.spark_windows)

@@ -7,4 +7,5 @@
     streaming   Ch9  event-time windows, watermarks, micro-batches over the communicator
                      (streaming_sinks: exactly-once via checkpointed offsets and an idempotent sink, Redis
                      Streams consumer groups; streaming_sgd: online SGD under drift; broker: a redis-server)
+    spark       Ch7, 9  the one local Spark session (quiet, local[2]) and the settings that make plans comparable
 """
