@@ -13,7 +13,8 @@ from scaleoutai.grading.labs import (STUB, assign, find_lab, list_labs, read_cel
                                      strip_solutions)
 
 ROOT = Path(__file__).resolve().parents[1]
-LABS = ["lab01-sharded-gradient", "lab02-vector-clocks", "lab04-ring-allreduce", "lab06-shuffle-by-key"]
+LABS = ["lab01-sharded-gradient", "lab02-vector-clocks", "lab04-ring-allreduce", "lab06-shuffle-by-key",
+        "lab08-sharded-sampler"]
 
 
 def test_the_labs_are_found_by_number_or_full_name():
