@@ -244,6 +244,7 @@ try:
     cluster.run(word_count, 4, args=(lines,), network=net, timeout=60, faults=cluster.Faults(crash={2: 0}))
     raise AssertionError("the crash was not reported")
 except cluster.RankError as err:
+    assert "rank 2, which has crashed" in str(err), err  # the injected crash, not some other failure
     print("a crashed mapper ends the job:", str(err).splitlines()[0])
 
 # %% [markdown]

@@ -310,6 +310,7 @@ try:
     cluster.run(train_epoch, K_CRASH, args=(n_crash, 1, SEED, b, 0, steps_done), timeout=60)
     raise AssertionError("the crash was not reported")
 except cluster.RankError as err:
+    assert "lost power at step" in str(err), err  # the injected crash, not some other failure
     print("crashed:", str(err).strip().splitlines()[0])
 first = [sp.shard_indices(n_crash, K_CRASH, r, 1, SEED)[:steps_done * b] for r in range(K_CRASH)]
 resumed = cluster.run(train_epoch, K_CRASH, args=(n_crash, 1, SEED, b, steps_done), timeout=60).values
