@@ -422,3 +422,18 @@ def test_a_rank_that_never_blocks_runs_before_the_next_starts_and_order_is_fixed
 
     cluster.run(worker, 4)
     assert order == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_a_rank_waiting_inside_no_grad_does_not_switch_gradients_off_for_the_others():
+    import torch
+
+    def worker(comm):
+        if comm.rank == 0:
+            with torch.no_grad():
+                comm.recv(1)  # rank 1 runs while rank 0 waits in here
+                return torch.is_grad_enabled()
+        enabled = torch.is_grad_enabled()
+        comm.send(np.zeros(1), 0)
+        return enabled
+
+    assert cluster.run(worker, 2).values == [False, True]

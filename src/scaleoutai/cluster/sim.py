@@ -18,6 +18,7 @@ every live rank waits and nothing can arrive, DeadlockError names them.
 from __future__ import annotations
 
 import bisect
+import sys
 import threading
 import time
 import traceback
@@ -64,9 +65,16 @@ class _World:
         self.finished = threading.Event()
 
     def block(self, r: int, state: str, on: int | None) -> None:
-        """Park rank r (the running greenlet) until someone makes it ready again."""
+        """Park rank r (the running greenlet) until someone makes it ready again.
+
+        torch's grad mode belongs to the thread, which every rank shares here: a rank that waits inside
+        ``torch.no_grad()`` must not switch gradients off for the rank that runs next, so it is kept."""
         self.state[r], self.waiting_on[r] = state, on
+        torch = sys.modules.get("torch")
+        grad = torch.is_grad_enabled() if torch is not None else None
         self.hub.switch()
+        if grad is not None:
+            torch.set_grad_enabled(grad)
         self.state[r], self.waiting_on[r] = "run", None
 
     def wake(self, r: int) -> None:
@@ -304,6 +312,8 @@ def run_sim(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, 
             if w.abort is not None:
                 raise _Aborted
             w.state[r] = "run"
+            if "torch" in sys.modules:  # each rank starts as a new thread would: gradients on
+                sys.modules["torch"].set_grad_enabled(True)
             values[r] = fn(comm, *args, **kwargs)
         except (_Aborted, GreenletExit):
             end_state = "failed"
