@@ -3,7 +3,9 @@
 Each rank is a greenlet (a plain function with a blocking ``recv``) on one scheduler thread: a rank runs
 until it must wait, then the next runnable rank resumes, in the order they became runnable. A switch
 costs well under a microsecond, where handing the GIL between K threads cost several, so a K = 1024
-ring all-reduce (2 million messages) runs close to the speed of the NumPy work it does.
+ring all-reduce (2 million messages) runs close to the speed of the NumPy work it does. The ranks share
+that thread: contextvars are per rank (greenlets keep their own), torch's grad mode is kept per rank by
+the scheduler, but a ``threading.local`` of user code is one for all ranks.
 
 Time model (Network(alpha, beta)): a single-port, full-duplex link per rank. A send of n bytes started
 at the sender's clock t occupies the sender's egress until t + alpha + n*beta (sends are eager, so they
