@@ -26,10 +26,11 @@ RESUME = [(50, 3, 1, 0, 5, False, 4), (50, 3, 2, 3, 5, True, 10), (23, 5, 4, 2, 
 
 
 def _ref(n: int, K: int, rank: int, epoch: int, seed: int, drop_last: bool, start: int = 0) -> np.ndarray:
-    order = np.random.default_rng(seed + epoch).permutation(n).astype(np.int64)
-    total = K * (n // K if drop_last else -(-n // K))
-    order = order[:total] if drop_last else np.resize(order, total)
-    return order[rank::K][start:]
+    """The lab's rule is the library's sampler with NumPy's permutation (the grader may import it; the
+    student may not)."""
+    from scaleoutai.data.sampler import shard_indices
+
+    return shard_indices(n, K, rank, epoch, seed, shuffle=True, drop_last=drop_last, start=start)
 
 
 def plan(rng: np.random.Generator) -> Plan:
