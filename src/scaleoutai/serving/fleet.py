@@ -1,0 +1,183 @@
+"""Fleet MLOps: a model registry with aliases, canary and shadow rollout with automatic rollback
+(Chapter 26, Sections 3-4 and 6).
+
+The registry keeps numbered versions per model name and movable aliases ("champion", "canary"), as
+MLflow's registry does: serving code asks for ``name@champion``, so a rollout or a rollback is one
+alias move, never a redeploy.
+
+A rollout routes a share of live traffic to the candidate in stages (by default 5%, 25%, 50%, 100%). After
+each window of ``window`` candidate requests it compares the candidate's error rate with the
+champion's over the same period and rolls back when the candidate is worse by more than
+``max_error_increase`` with a one-sided two-proportion z-test at ``z`` (so noise alone seldom
+triggers it), or when its p99 latency exceeds ``max_p99_ms``. Shadow mode sends every request to
+both, answers with the champion, and applies the same rule with no user exposed. The numbers a
+rollout is judged by: requests the candidate answered (exposure), errors users saw, and how many
+candidate requests passed before a bad version was rolled back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+# A served model: features -> (prediction, latency in ms, failed?). Failures count as errors.
+Model = Callable[[np.ndarray, np.random.Generator], tuple[Any, float, bool]]
+
+
+@dataclass
+class ModelVersion:
+    name: str
+    version: int
+    model: Model
+    tags: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelRegistry:
+    """Versions numbered from 1 per name; aliases point at versions; every change is logged."""
+
+    def __init__(self) -> None:
+        self._versions: dict[str, list[ModelVersion]] = {}
+        self._aliases: dict[str, dict[str, int]] = {}
+        self.log: list[tuple[str, str, str, int]] = []
+
+    def register(self, name: str, model: Model, **tags: Any) -> int:
+        versions = self._versions.setdefault(name, [])
+        versions.append(ModelVersion(name, len(versions) + 1, model, dict(tags)))
+        self.log.append(("register", name, "", len(versions)))
+        return len(versions)
+
+    def set_alias(self, name: str, alias: str, version: int) -> None:
+        self._version(name, version)
+        self._aliases.setdefault(name, {})[alias] = version
+        self.log.append(("alias", name, alias, version))
+
+    def delete_alias(self, name: str, alias: str) -> None:
+        if alias not in self._aliases.get(name, {}):
+            raise KeyError(f"model {name!r} has no alias {alias!r}; it has {sorted(self.aliases(name))}")
+        version = self._aliases[name].pop(alias)
+        self.log.append(("delete_alias", name, alias, version))
+
+    def aliases(self, name: str) -> dict[str, int]:
+        return dict(self._aliases.get(name, {}))
+
+    def get(self, name: str, ref: str | int) -> ModelVersion:
+        """``ref`` is a version number or an alias: ``get("churn", "champion")``."""
+        if isinstance(ref, str):
+            if ref not in self._aliases.get(name, {}):
+                raise KeyError(f"model {name!r} has no alias {ref!r}; it has {sorted(self.aliases(name))}")
+            ref = self._aliases[name][ref]
+        return self._version(name, ref)
+
+    def _version(self, name: str, version: int) -> ModelVersion:
+        versions = self._versions.get(name)
+        if not versions:
+            raise KeyError(f"no model named {name!r} is registered; register it first")
+        if not 1 <= version <= len(versions):
+            raise KeyError(f"model {name!r} has versions 1..{len(versions)}, not {version}")
+        return versions[version - 1]
+
+
+@dataclass
+class RolloutReport:
+    decision: str                      # "promoted" or "rolled_back"
+    reason: str
+    exposed: int                       # requests the candidate answered (0 in shadow mode)
+    user_errors: int                   # errors returned to users, champion and candidate together
+    candidate_seen: int                # requests the candidate processed before the decision
+    events: list[tuple[int, str]]      # (request index, what happened)
+    stage_of: np.ndarray               # traffic share of the candidate at each request
+
+
+def _worse(err_c: int, n_c: int, err_b: int, n_b: int, max_increase: float, z: float) -> bool:
+    """One-sided two-proportion z-test: is the candidate's error rate above the champion's by more
+    than max_increase, beyond noise?"""
+    pc, pb = err_c / max(n_c, 1), err_b / max(n_b, 1)
+    pooled = (err_c + err_b) / max(n_c + n_b, 1)
+    se = np.sqrt(max(pooled * (1 - pooled), 1e-12) * (1 / max(n_c, 1) + 1 / max(n_b, 1)))
+    return (pc - pb) > max_increase and (pc - pb - max_increase) / se > z
+
+
+def rollout(registry: ModelRegistry, name: str, candidate: int, X: np.ndarray, y: np.ndarray,
+            stages: tuple[float, ...] = (0.05, 0.25, 0.5, 1.0), window: int = 200,
+            max_error_increase: float = 0.02, z: float = 2.33, max_p99_ms: float | None = None,
+            shadow: bool = False, seed: int = 0) -> RolloutReport:
+    """Roll ``candidate`` out over the request stream (X, y) behind the ``champion`` alias.
+
+    On success the champion alias moves to the candidate; on rollback the canary alias is removed
+    and the champion stays. Deterministic given ``seed``.
+    """
+    if not stages or any(not 0 < s <= 1 for s in stages) or list(stages) != sorted(stages):
+        raise ValueError(f"stages must be increasing traffic shares in (0, 1], got {stages}")
+    if window < 1 or len(X) != len(y):
+        raise ValueError("window must be >= 1 and X, y the same length")
+    champ = registry.get(name, "champion")
+    cand = registry.get(name, candidate)
+    registry.set_alias(name, "canary", candidate)
+    rng = np.random.default_rng(seed)
+    stage, events = 0, []
+    stage_of = np.zeros(len(y))
+    counts = {"c_err": 0, "c_n": 0, "b_err": 0, "b_n": 0}
+    lat: list[float] = []
+    exposed = user_errors = seen = 0
+
+    def serve(m: ModelVersion, i: int) -> tuple[bool, float]:
+        pred, ms, failed = m.model(X[i], rng)
+        return failed or pred != y[i], ms
+
+    for i in range(len(y)):
+        stage_of[i] = stages[stage]
+        to_candidate = shadow or rng.random() < stages[stage]
+        b_wrong, _ = serve(champ, i) if (shadow or not to_candidate) else (False, 0.0)
+        if shadow or not to_candidate:
+            counts["b_err"] += b_wrong
+            counts["b_n"] += 1
+            user_errors += b_wrong
+        if to_candidate:
+            c_wrong, ms = serve(cand, i)
+            seen += 1
+            counts["c_err"] += c_wrong
+            counts["c_n"] += 1
+            lat.append(ms)
+            if not shadow:
+                exposed += 1
+                user_errors += c_wrong
+        if counts["c_n"] >= window:
+            p99 = float(np.percentile(lat, 99))
+            if _worse(counts["c_err"], counts["c_n"], counts["b_err"], counts["b_n"], max_error_increase, z):
+                reason = (f"error rate {counts['c_err'] / counts['c_n']:.3f} vs champion "
+                          f"{counts['b_err'] / max(counts['b_n'], 1):.3f}")
+                return _end(registry, name, "rolled_back", reason, exposed, user_errors, seen,
+                            events + [(i, "rollback: " + reason)], stage_of)
+            if max_p99_ms is not None and p99 > max_p99_ms:
+                reason = f"p99 latency {p99:.1f} ms > {max_p99_ms} ms"
+                return _end(registry, name, "rolled_back", reason, exposed, user_errors, seen,
+                            events + [(i, "rollback: " + reason)], stage_of)
+            events.append((i, f"stage {stages[stage]:.0%} passed"))
+            if stage == len(stages) - 1:
+                registry.set_alias(name, "champion", candidate)
+                return _end(registry, name, "promoted", "every stage passed", exposed, user_errors, seen,
+                            events, stage_of)
+            stage += 1
+            counts = dict.fromkeys(counts, 0)
+            lat = []
+    return _end(registry, name, "rolled_back", "the stream ended before every stage passed", exposed,
+                user_errors, seen, events, stage_of)
+
+
+def _end(registry: ModelRegistry, name: str, decision: str, reason: str, exposed: int, user_errors: int,
+         seen: int, events: list[tuple[int, str]], stage_of: np.ndarray) -> RolloutReport:
+    registry.delete_alias(name, "canary")
+    return RolloutReport(decision, reason, int(exposed), int(user_errors), int(seen), events, stage_of)
+
+
+def classifier_model(w: np.ndarray, latency_ms: float = 5.0, fail_rate: float = 0.0,
+                     label_noise: float = 0.0) -> Model:
+    """A served linear classifier sign(x . w) > 0 with exponential latency around ``latency_ms``,
+    a share ``fail_rate`` of requests failing (timeouts, crashes) and ``label_noise`` of answers flipped."""
+    def model(x: np.ndarray, rng: np.random.Generator) -> tuple[int, float, bool]:
+        pred = int(x @ w > 0)
+        if rng.random() < label_noise:
+            pred = 1 - pred
+        return pred, float(rng.exponential(latency_ms)), bool(rng.random() < fail_rate)
+    return model
