@@ -54,7 +54,9 @@ def test_shadow_mode_catches_the_same_bad_candidate_with_no_user_exposed():
     reg, v1, v2, X, y = _setup(cand_noise=0.2)
     rep = rollout(reg, "churn", v2, X, y, window=300, shadow=True, seed=1)
     assert rep.decision == "rolled_back" and rep.exposed == 0 and rep.candidate_seen == 300
-    bad = rollout(*_setup(cand_noise=0.2)[:1], "churn", 2, X, y, stages=(1.0,), window=300, seed=1)
+    bad = rollout(*_setup(cand_noise=0.2)[:1], "churn", 2, X, y, stages=(1.0,), window=300, baseline_error=0.01,
+                  seed=1)
+    assert bad.decision == "rolled_back" and bad.exposed == 300
     assert rep.user_errors < bad.user_errors
 
 
@@ -73,7 +75,15 @@ def test_noise_alone_seldom_rolls_back_an_equal_candidate():
     assert rolled <= 2
 
 
+def test_a_bad_candidate_is_rolled_back_at_a_full_stage_against_the_earlier_champion_traffic():
+    reg, v1, v2, X, y = _setup(cand_noise=0.2)
+    rep = rollout(reg, "churn", v2, X, y, stages=(1.0, 1.0), window=300, baseline_error=0.01, seed=1)
+    assert rep.decision == "rolled_back" and rep.exposed == 300
+
+
 def test_bad_stages_are_one_clear_error():
     reg, v1, v2, X, y = _setup()
     with pytest.raises(ValueError, match="increasing traffic shares"):
         rollout(reg, "churn", v2, X, y, stages=(0.5, 0.1))
+    with pytest.raises(ValueError, match="no champion traffic to compare with"):
+        rollout(reg, "churn", v2, X, y, stages=(1.0,))

@@ -89,28 +89,40 @@ class RolloutReport:
     stage_of: np.ndarray               # traffic share of the candidate at each request
 
 
-def _worse(err_c: int, n_c: int, err_b: int, n_b: int, max_increase: float, z: float) -> bool:
+def _worse(err_c: int, n_c: int, err_b: int, n_b: int, max_increase: float, z: float,
+           baseline: float | None = None) -> bool:
     """One-sided two-proportion z-test: is the candidate's error rate above the champion's by more
-    than max_increase, beyond noise?"""
-    pc, pb = err_c / max(n_c, 1), err_b / max(n_b, 1)
-    pooled = (err_c + err_b) / max(n_c + n_b, 1)
-    se = np.sqrt(max(pooled * (1 - pooled), 1e-12) * (1 / max(n_c, 1) + 1 / max(n_b, 1)))
+    than max_increase, beyond noise? With no champion requests yet, a one-sample test against the
+    champion's known ``baseline`` rate."""
+    pc = err_c / max(n_c, 1)
+    if n_b == 0:
+        pb = float(baseline)  # rollout() refuses a first stage of 100% without a baseline
+        se = np.sqrt(max(pb * (1 - pb), 1e-12) / max(n_c, 1))
+    else:
+        pb = err_b / n_b
+        pooled = (err_c + err_b) / max(n_c + n_b, 1)
+        se = np.sqrt(max(pooled * (1 - pooled), 1e-12) * (1 / max(n_c, 1) + 1 / n_b))
     return (pc - pb) > max_increase and (pc - pb - max_increase) / se > z
 
 
 def rollout(registry: ModelRegistry, name: str, candidate: int, X: np.ndarray, y: np.ndarray,
             stages: tuple[float, ...] = (0.05, 0.25, 0.5, 1.0), window: int = 200,
             max_error_increase: float = 0.02, z: float = 2.33, max_p99_ms: float | None = None,
-            shadow: bool = False, seed: int = 0) -> RolloutReport:
+            shadow: bool = False, baseline_error: float | None = None, seed: int = 0) -> RolloutReport:
     """Roll ``candidate`` out over the request stream (X, y) behind the ``champion`` alias.
 
-    On success the champion alias moves to the candidate; on rollback the canary alias is removed
-    and the champion stays. Deterministic given ``seed``.
+    The champion's counts accumulate over the whole rollout (at a 100% stage it serves nothing, and
+    its earlier requests are the baseline); the candidate's restart at every stage. On success the
+    champion alias moves to the candidate; on rollback the canary alias is removed and the champion
+    stays. Deterministic given ``seed``.
     """
     if not stages or any(not 0 < s <= 1 for s in stages) or list(stages) != sorted(stages):
         raise ValueError(f"stages must be increasing traffic shares in (0, 1], got {stages}")
     if window < 1 or len(X) != len(y):
         raise ValueError("window must be >= 1 and X, y the same length")
+    if stages[0] == 1.0 and not shadow and baseline_error is None:
+        raise ValueError("a first stage of 100% leaves no champion traffic to compare with: start with a "
+                         "share below 1, use shadow=True, or pass the champion's baseline_error")
     champ = registry.get(name, "champion")
     cand = registry.get(name, candidate)
     registry.set_alias(name, "canary", candidate)
@@ -144,9 +156,10 @@ def rollout(registry: ModelRegistry, name: str, candidate: int, X: np.ndarray, y
                 user_errors += c_wrong
         if counts["c_n"] >= window:
             p99 = float(np.percentile(lat, 99))
-            if _worse(counts["c_err"], counts["c_n"], counts["b_err"], counts["b_n"], max_error_increase, z):
-                reason = (f"error rate {counts['c_err'] / counts['c_n']:.3f} vs champion "
-                          f"{counts['b_err'] / max(counts['b_n'], 1):.3f}")
+            if _worse(counts["c_err"], counts["c_n"], counts["b_err"], counts["b_n"], max_error_increase, z,
+                      baseline_error):
+                base = counts["b_err"] / counts["b_n"] if counts["b_n"] else baseline_error
+                reason = f"error rate {counts['c_err'] / counts['c_n']:.3f} vs champion {base:.3f}"
                 return _end(registry, name, "rolled_back", reason, exposed, user_errors, seen,
                             events + [(i, "rollback: " + reason)], stage_of)
             if max_p99_ms is not None and p99 > max_p99_ms:
@@ -159,7 +172,7 @@ def rollout(registry: ModelRegistry, name: str, candidate: int, X: np.ndarray, y
                 return _end(registry, name, "promoted", "every stage passed", exposed, user_errors, seen,
                             events, stage_of)
             stage += 1
-            counts = dict.fromkeys(counts, 0)
+            counts["c_err"] = counts["c_n"] = 0
             lat = []
     return _end(registry, name, "rolled_back", "the stream ended before every stage passed", exposed,
                 user_errors, seen, events, stage_of)
