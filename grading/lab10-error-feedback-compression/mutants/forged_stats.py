@@ -1,0 +1,14 @@
+# mutant: sends dense vectors and patches comm.stats to look like k pairs per step
+# loses: traffic
+def ef_topk_allreduce(comm, grad, k, residual):
+    p = grad + residual
+    every = all_gather(comm, p).reshape(comm.size, p.size)
+    total = np.zeros_like(p)
+    for q in range(comm.size):
+        idx, vals = topk_compress(every[q], k)
+        total[idx] += vals
+    idx, vals = topk_compress(p, k)
+    mine = np.zeros_like(p)
+    mine[idx] = vals
+    comm.stats.bytes_sent = (comm.size - 1) * k * 12
+    return total / comm.size, p - mine

@@ -1,0 +1,13 @@
+# mutant: every shard sends its whole shard to rank 0, which searches everything itself
+# loses: traffic
+# says: whole shard
+def sharded_topk(comm, queries, shard, offset, k):
+    if comm.rank != 0:
+        comm.send(np.ascontiguousarray(shard), 0)  # noqa: F821
+        comm.send(np.array([offset], dtype=np.int64), 0)  # noqa: F821
+        return None
+    parts = [local_topk(queries, shard, offset, k)]  # noqa: F821
+    for src in range(1, comm.size):
+        s, off = comm.recv(src), comm.recv(src)
+        parts.append(local_topk(queries, s, int(off[0]), k))  # noqa: F821
+    return merge(parts, k)  # noqa: F821

@@ -1,0 +1,174 @@
+"""Continuous batching over the paged cache: every request's tokens equal its greedy reference under
+any schedule; continuous beats static batching; paging wastes less than contiguous reservation; and
+transformers' own continuous batching (paged cache) emits the same tokens on CPU."""
+import os
+
+import numpy as np
+import pytest
+
+from scaleoutai.serving import llm
+from scaleoutai.serving.decoder import decoder_forward, decoder_init
+
+PARAMS = {dt: decoder_init(vocab=48, d_model=24, n_heads=3, n_layers=2, d_ff=48, max_len=64, seed=7, dtype=dt)
+          for dt in (np.float32, np.float64)}
+TRACE = llm.make_trace(10, 0.6, (2, 14), (1, 12), vocab=48, shared_prefix=6, seed=3)
+REF = {dt: llm.reference_outputs(p, TRACE) for dt, p in PARAMS.items()}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("block_size", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("policy,preempt,chunk,sharing", [
+    ("continuous", "recompute", 1, False), ("continuous", "swap", 3, True), ("static", "recompute", None, True),
+    ("static", "swap", 1, False), ("continuous", "recompute", None, True)])
+def test_every_schedule_emits_each_requests_greedy_reference_tokens(dtype, block_size, policy, preempt, chunk, sharing):
+    tight = -(-30 // block_size) + 1  # room for about one and a half requests: preemption is certain
+    res = llm.serve(PARAMS[dtype], TRACE, num_blocks=tight, block_size=block_size, max_batch=4, policy=policy,
+                    preempt=preempt, prefill_chunk=chunk, prefix_sharing=sharing)
+    assert res.outputs == REF[dtype]
+    assert res.preemptions > 0
+    assert sum(res.generated) == sum(r.max_new for r in TRACE)
+
+
+def test_recompute_and_swap_preempt_differently_but_give_the_same_tokens():
+    p = PARAMS[np.float64]
+    rec = llm.serve(p, TRACE, num_blocks=9, block_size=4, preempt="recompute")
+    swp = llm.serve(p, TRACE, num_blocks=9, block_size=4, preempt="swap")
+    assert rec.outputs == swp.outputs == REF[np.float64]
+    assert rec.preemptions > 0 and swp.preemptions > 0
+    assert sum(rec.tokens) > sum(swp.tokens)  # recompute feeds the preempted tokens again, swap does not
+
+
+def test_any_arrival_order_gives_the_same_tokens():
+    p = PARAMS[np.float64]
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        arrivals = rng.permutation([r.arrival for r in TRACE])
+        shuffled = [llm.Request(r.id, int(a), r.prompt, r.max_new) for r, a in zip(TRACE, arrivals)]
+        assert llm.serve(p, shuffled, num_blocks=12, block_size=4).outputs == REF[np.float64]
+
+
+def test_more_blocks_than_needed_and_more_requests_than_the_batch():
+    p = PARAMS[np.float64]
+    res = llm.serve(p, TRACE, num_blocks=200, block_size=16, max_batch=2)
+    assert res.outputs == REF[np.float64] and res.preemptions == 0
+    assert max(len(ids) for ids in res.timeline) <= 2
+
+
+def test_continuous_batching_needs_fewer_iterations_and_has_a_lower_tail_than_static():
+    p = PARAMS[np.float64]
+    trace = llm.make_trace(40, 1.0, (2, 8), (1, 30), vocab=48, seed=11)
+    cont = llm.serve(p, trace, num_blocks=200, block_size=4, max_batch=8)
+    stat = llm.serve(p, trace, num_blocks=200, block_size=4, max_batch=8, policy="static")
+    assert cont.outputs == stat.outputs
+    assert cont.iterations < 0.8 * stat.iterations
+    assert np.mean(cont.generated) > 1.2 * np.mean(stat.generated)
+    assert np.percentile(cont.latency(), 99) < np.percentile(stat.latency(), 99)
+    assert np.percentile(cont.ttft(), 50) < np.percentile(stat.ttft(), 50)
+    # static: no request joins a running batch, so the set of running requests only shrinks
+    for a, b in zip(stat.timeline, stat.timeline[1:]):
+        assert set(b) <= set(a) or not set(b) & set(a)
+
+
+def test_paged_memory_waste_is_below_one_block_per_request_and_far_below_contiguous():
+    p = PARAMS[np.float64]
+    B = 4
+    res = llm.serve(p, TRACE, num_blocks=200, block_size=B, max_batch=8)
+    paged, contiguous = res.waste()
+    assert paged < 0.25 < 0.5 < contiguous
+    for (allocated, filled, _), ids in zip(res.slots, res.timeline):
+        assert 0 <= allocated - filled < B * len(ids) + B  # at most one partly filled block per sequence
+
+
+def test_prefix_sharing_saves_blocks_and_prefill_work():
+    p = PARAMS[np.float64]
+    trace = llm.make_trace(12, 0.5, (2, 6), (2, 6), vocab=48, shared_prefix=16, seed=5)
+    plain = llm.serve(p, trace, num_blocks=200, block_size=4, max_batch=12, prefill_chunk=4)
+    shared = llm.serve(p, trace, num_blocks=200, block_size=4, max_batch=12, prefill_chunk=4, prefix_sharing=True)
+    assert shared.outputs == plain.outputs == llm.reference_outputs(p, trace)
+    assert shared.shared_tokens >= 16 * 8  # a request sharing the system prompt skips its 16 tokens
+    assert max(a for a, _, _ in shared.slots) < 0.6 * max(a for a, _, _ in plain.slots)
+    assert sum(shared.tokens) == sum(plain.tokens) - shared.shared_tokens
+
+
+def test_whole_prompt_prefill_makes_iterations_uneven_and_chunking_bounds_them():
+    p = PARAMS[np.float64]
+    trace = llm.make_trace(8, 0.5, (2, 4), (8, 12), vocab=48, seed=2)
+    trace.append(llm.Request(99, 3, np.arange(40) % 48, 4))  # one long prompt arrives while others decode
+    ref = llm.reference_outputs(p, trace)
+    whole = llm.serve(p, trace, num_blocks=100, block_size=4, prefill_chunk=None)
+    chunked = llm.serve(p, trace, num_blocks=100, block_size=4, prefill_chunk=4)
+    assert whole.outputs == chunked.outputs == ref
+    assert max(whole.tokens) >= 40 > 3 * max(chunked.tokens) - 30
+    assert max(llm.iteration_seconds(whole.tokens)) > max(llm.iteration_seconds(chunked.tokens))
+
+
+def test_bad_arguments_are_one_clear_error():
+    p = PARAMS[np.float64]
+    with pytest.raises(ValueError, match="policy must be"):
+        llm.serve(p, TRACE, 10, 4, policy="fifo")
+    with pytest.raises(ValueError, match="add blocks or shorten"):
+        llm.serve(p, TRACE, 2, 4)
+    with pytest.raises(ValueError, match="prefill_chunk"):
+        llm.serve(p, TRACE, 10, 4, prefill_chunk=0)
+    with pytest.raises(ValueError, match="rate > 0"):
+        llm.make_trace(3, 0.0)
+
+
+# -- the production library: transformers' continuous batching with its paged cache -------------
+
+def _hf_continuous(model, prompts, max_new):
+    """Requests through transformers' ContinuousBatchingManager (paged KV cache), one max_new each."""
+    from transformers import GenerationConfig
+    cfg = GenerationConfig(do_sample=False, eos_token_id=-1, pad_token_id=0, max_new_tokens=max(max_new))
+    with model.continuous_batching_context_manager(generation_config=cfg, warmup=False, timeout=30) as manager:
+        ids = [manager.add_request(list(map(int, p)), request_id=f"r{i}", max_new_tokens=n)
+               for i, (p, n) in enumerate(zip(prompts, max_new))]
+        out = {}
+        for _ in range(600):
+            r = manager.get_result(timeout=1)
+            if r is not None and r.is_finished():
+                out[r.request_id] = list(r.generated_tokens)
+            if len(out) == len(ids):
+                break
+    return [out[i] for i in ids]
+
+
+@pytest.fixture(scope="module")
+def hf():
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    pytest.importorskip("transformers")
+    from transformers.utils import logging as hf_logging
+    hf_logging.set_verbosity_error()
+    import torch
+    torch.manual_seed(0)
+    return torch
+
+
+def test_transformers_continuous_batching_of_our_decoder_as_gpt2_emits_our_tokens(hf):
+    torch = hf
+    p = PARAMS[np.float64]
+    model = llm.to_hf_gpt2(p, "float64")
+    toks = np.random.default_rng(1).integers(0, 48, size=(2, 11))
+    with torch.no_grad():
+        np.testing.assert_allclose(model(torch.tensor(toks)).logits.numpy(), decoder_forward(p, toks),
+                                   rtol=1e-10, atol=1e-10)
+    trace = TRACE[:6]
+    got = _hf_continuous(model, [r.prompt for r in trace], [r.max_new for r in trace])
+    assert got == [REF[np.float64][r.id] for r in trace]
+    assert model.config._attn_implementation in ("sdpa", "paged|eager")
+
+
+def test_transformers_continuous_batching_equals_its_own_generate_on_a_tiny_llama(hf):
+    torch = hf
+    from transformers import AutoModelForCausalLM, LlamaConfig
+    cfg = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=128, bos_token_id=None, eos_token_id=None)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+    rng = np.random.default_rng(2)
+    prompts = [rng.integers(0, 64, size=n) for n in (3, 9, 1, 17, 6)]
+    max_new = [5, 2, 8, 4, 6]
+    got = _hf_continuous(model, prompts, max_new)
+    for g, p, n in zip(got, prompts, max_new):
+        with torch.no_grad():
+            want = model.generate(torch.tensor(p[None]), max_new_tokens=n, do_sample=False, pad_token_id=0)
+        assert g == want[0, len(p):].tolist()
