@@ -110,9 +110,10 @@ def simulate(arrivals: np.ndarray, services: np.ndarray, c: int, policy: str = "
         heapq.heappush(live[j], free[j])
         return free[j]
 
-    for i in range(n):
-        t = float(arrivals[i])
-        while hedges and hedges[0][0] <= t:               # hedges due before this arrival, in time order
+    def fire_hedges(until: float) -> None:
+        """Send the hedges due by ``until``, in time order, for requests whose first copy is still running."""
+        nonlocal sent
+        while hedges and hedges[0][0] <= until:
             th, k = heapq.heappop(hedges)
             if finish[k] > th:
                 j2 = pick(th, k, exclude=int(replica[k]))
@@ -120,18 +121,15 @@ def simulate(arrivals: np.ndarray, services: np.ndarray, c: int, policy: str = "
                 sent += 1
                 if f2 < finish[k]:
                     finish[k], replica[k] = f2, j2
+
+    for i in range(n):
+        t = float(arrivals[i])
+        fire_hedges(t)
         j = pick(t, i)
         finish[i], replica[i] = assign(t, j, float(services[i])), j
         if hedge_after is not None:
             heapq.heappush(hedges, (t + hedge_after, i))
-    while hedges:
-        th, k = heapq.heappop(hedges)
-        if finish[k] > th:
-            j2 = pick(th, k, exclude=int(replica[k]))
-            f2 = assign(th, j2, float(extra[k]))
-            sent += 1
-            if f2 < finish[k]:
-                finish[k], replica[k] = f2, j2
+    fire_hedges(math.inf)
     return ServeResult(finish - arrivals, replica, sent, busy)
 
 
