@@ -126,6 +126,31 @@ def test_pyg_sageconv_on_our_sampled_batch_equals_full_graph_and_our_numpy():
     assert not np.allclose(run(X32[small.nodes], small.edge_index)[:len(BATCH)], full[BATCH], atol=1e-3)
 
 
+def test_pyg_gcnconv_on_our_sampled_batch_with_full_graph_weights_equals_full_graph():
+    """GCNConv normalises by both endpoints' degrees, which a sampled subgraph does not keep: the
+    batch carries the full graph's coefficients 1/sqrt(d_i d_j) (self-loops included) as edge weights."""
+    torch = pytest.importorskip("torch")
+    pyg = pytest.importorskip("torch_geometric.nn")
+    torch.manual_seed(1)
+    full_conv = pyg.GCNConv(D, 4)
+    mini_conv = pyg.GCNConv(D, 4, normalize=False, add_self_loops=False)
+    mini_conv.load_state_dict(full_conv.state_dict())
+    X32 = torch.from_numpy(X.astype(np.float32))
+    with torch.no_grad():
+        full = full_conv(X32, torch.from_numpy(EDGES.T.copy())).numpy()
+    dinv = 1.0 / np.sqrt(np.bincount(EDGES[:, 1], minlength=N) + 1.0)
+    sub = S.sample_subgraph(INDPTR, INDICES, BATCH, [-1])
+    loops = np.arange(len(sub.nodes))
+    ei = np.concatenate([sub.edge_index, np.stack([loops, loops])], axis=1)
+    w = (dinv[sub.nodes[ei[0]]] * dinv[sub.nodes[ei[1]]]).astype(np.float32)
+    with torch.no_grad():
+        mini = mini_conv(X32[torch.from_numpy(sub.nodes)], torch.from_numpy(ei), torch.from_numpy(w)).numpy()
+    np.testing.assert_allclose(mini[:len(BATCH)], full[BATCH], atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # the subgraph's own degrees instead: a different, wrong answer
+        naive = full_conv(X32[torch.from_numpy(sub.nodes)], torch.from_numpy(sub.edge_index)).numpy()
+    assert not np.allclose(naive[:len(BATCH)], full[BATCH], atol=1e-3)
+
+
 # --- distributed feature fetch and training -------------------------------------------------------
 
 def _fetch(comm, X, parts, needed):
