@@ -173,76 +173,27 @@ print("largest block-weight bytes on one rank:", {K: f"{v / held[1]:.2f}x" for K
 # leaves on schedule whether or not earlier ones returned, as real users do).
 
 # %%
-import json
-import threading
-import urllib.request
-
 import ray
 from ray import serve
 
-from scaleoutai.cluster.procs import free_port
+from scaleoutai.serving.loadgen import open_loop, post_json, start_decoder_service
+
+show(start_decoder_service, open_loop)
 
 serve_params = dict(vocab=64, d_model=96, n_heads=4, n_layers=2, d_ff=384, max_len=64, seed=SEED)
 model = decoder_init(**serve_params)
-
-
-@serve.deployment(num_replicas=2, ray_actor_options={"num_cpus": 0.5})
-class NextToken:
-    def __init__(self, config):
-        import os
-
-        from scaleoutai.serving.decoder import decoder_init
-        self.params, self.pid = decoder_init(**config), os.getpid()
-
-    async def __call__(self, request):
-        from scaleoutai.serving.decoder import decoder_forward
-        tokens = np.array([(await request.json())["tokens"]])
-        return {"next": int(np.argmax(decoder_forward(self.params, tokens)[0, -1])), "pid": self.pid}
-
-
-def post(url, tokens):
-    body = json.dumps({"tokens": [int(t) for t in tokens]}).encode()
-    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-    t = time.perf_counter()
-    reply = json.loads(urllib.request.urlopen(req, timeout=60).read())
-    return time.perf_counter() - t, reply
-
-
-def open_loop(url, rate, prompts, seed):
-    """Send prompts at Poisson times of the given rate; returns latencies (s) and replies."""
-    gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=len(prompts))
-    out = [None] * len(prompts)
-
-    def one(i):
-        out[i] = post(url, prompts[i])
-
-    threads, due = [], time.perf_counter()
-    for i in range(len(prompts)):
-        due += gaps[i]
-        time.sleep(max(0.0, due - time.perf_counter()))
-        threads.append(threading.Thread(target=one, args=(i,)))
-        threads[-1].start()
-    for th in threads:
-        th.join(timeout=120)
-    assert all(o is not None for o in out), "some requests never returned"
-    return np.array([o[0] for o in out]), [o[1] for o in out]
-
-
 prompts = np.random.default_rng(SEED).integers(0, 64, size=(HTTP_REQUESTS, 32))
 expected = [int(np.argmax(decoder_forward(model, p[None])[0, -1])) for p in prompts]
-port = free_port()
 t0 = time.perf_counter()
 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 try:
     logging.getLogger("ray.serve").setLevel(logging.ERROR)
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    serve.run(NextToken.bind(serve_params), route_prefix="/next", blocking=False)
-    url = f"http://127.0.0.1:{port}/next"
-    post(url, prompts[0])  # warm both the proxy and a replica
+    url = start_decoder_service(serve_params, replicas=2)
+    post_json(url, {"tokens": prompts[0].tolist()})  # warm both the proxy and a replica
     startup = time.perf_counter() - t0
     served = {}
     for rate in HTTP_RATES:
-        lat, replies = open_loop(url, rate, prompts, seed=rate)
+        lat, replies = open_loop(url, rate, [{"tokens": p.tolist()} for p in prompts], seed=rate)
         assert [r["next"] for r in replies] == expected  # every answer is our decoder's
         served[rate] = (lat, {r["pid"] for r in replies})
 finally:

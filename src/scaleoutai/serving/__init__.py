@@ -9,6 +9,7 @@ Ray Serve, FAISS, MLflow's registry, river) runs beside these in the chapters an
                             batching and padding waste, our weights in a transformers GPT-2
     replicas          Ch23  replicated FIFO servers: routing policies, hedged requests, M/M/1 and Erlang C
     tensor_inference  Ch23  the decoder tensor-parallel over the communicator, equal to dense
+    loadgen           Ch23  an open-loop HTTP load generator, and the decoder served by Ray Serve
     paged_cache       Ch24  block allocator (block tables, refcounts, copy-on-write, prefix sharing), paged KV cache
     llm               Ch24  continuous vs static batching over the paged cache, preemption by recompute or swap
     vectors           Ch25  exact k-NN, sharded scatter-gather equal to brute force, recall@k
