@@ -437,3 +437,69 @@ def test_a_rank_waiting_inside_no_grad_does_not_switch_gradients_off_for_the_oth
         return enabled
 
     assert cluster.run(worker, 2).values == [False, True]
+
+
+def test_dropped_message_raises_message_lost_at_its_arrival_time_and_later_messages_arrive():
+    def worker(comm):
+        if comm.rank == 0:
+            for i in range(3):
+                comm.send(np.full(4, i, dtype=np.float64), 1)
+            return None
+        got = []
+        for _ in range(3):
+            try:
+                got.append(int(comm.recv(0)[0]))
+            except cluster.MessageLostError as err:
+                got.append(("lost", err.peer, comm.clock))
+        return got
+
+    net = cluster.Network(alpha=1.0, beta=0.0)
+    res = cluster.run(worker, 2, network=net, faults=cluster.Faults(drop={0: {1}}), timeout=10)
+    assert res.values[1] == [0, ("lost", 0, 2.0), 2]  # the timeout fires when the message was due
+    assert res.stats[0].messages_sent == 3 and res.stats[1].messages_received == 2
+
+
+def test_random_loss_is_reproducible_from_the_seed_and_close_to_its_rate():
+    def worker(comm, n):
+        if comm.rank == 0:
+            for _ in range(n):
+                comm.send(np.zeros(1), 1)
+            return None
+        lost = 0
+        for _ in range(n):
+            try:
+                comm.recv(0)
+            except cluster.MessageLostError:
+                lost += 1
+        return lost
+
+    runs = [cluster.run(worker, 2, args=(2000,), faults=cluster.Faults(loss=0.1, seed=s), timeout=30).values[1]
+            for s in (1, 1, 2)]
+    assert runs[0] == runs[1] and 150 < runs[0] < 250 and 150 < runs[2] < 250
+
+
+def test_lost_message_in_a_sendrecv_ring_raises_on_the_receiver_only():
+    def worker(comm):
+        right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+        try:
+            return float(comm.sendrecv(np.full(2, comm.rank, dtype=np.float64), right, left, out=np.empty(2))[0])
+        except cluster.MessageLostError as err:
+            return ("lost", err.peer)
+
+    res = cluster.run(worker, 3, faults=cluster.Faults(drop={2: {0}}), timeout=10)
+    assert res.values == [("lost", 2), 0.0, 1.0]
+
+
+@pytest.mark.parametrize("faults, match", [
+    (dict(drop={5: {0}}), "names rank 5"),
+    (dict(drop={0: {-1}}), "message numbers >= 0"),
+    (dict(loss=1.0), "0 <= loss < 1"),
+])
+def test_bad_loss_faults_are_refused_with_a_clear_error(faults, match):
+    with pytest.raises(ValueError, match=match):
+        cluster.run(lambda comm: None, 2, faults=cluster.Faults(**faults))
+
+
+def test_message_loss_is_refused_on_the_process_backend():
+    with pytest.raises(ValueError, match="backend='sim'"):
+        cluster.run(lambda comm: None, 2, backend="process", faults=cluster.Faults(loss=0.1))

@@ -53,6 +53,17 @@ class PeerCrashedError(ClusterError):
                          f"catch cluster.PeerCrashedError to tolerate the fault")
 
 
+class MessageLostError(ClusterError):
+    """``recv(src)`` reached a message that ``Faults(drop=...)`` lost: the receiver's timeout fired at the
+    time the message would have arrived (an omission fault seen through a timeout detector)."""
+
+    def __init__(self, rank: int, peer: int):
+        self.rank = rank
+        self.peer = peer
+        super().__init__(f"rank {rank} timed out waiting for a message from rank {peer}: it was lost on the link; "
+                         f"catch cluster.MessageLostError to retransmit or go on without it")
+
+
 class DeadlockError(ClusterError):
     """Every live rank waits and no message can arrive. ``.waiting`` maps rank -> what it waits for."""
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .core import (ClusterError, Comm, Communicator, DeadlockError, Faults, Network, PeerCrashedError, RankCrashed,
-                   RankError, RankStats, RunResult, RunTimeout, TraceEvent, check_run_args)
+from .core import (ClusterError, Comm, Communicator, DeadlockError, Faults, MessageLostError, Network, PeerCrashedError,
+                   RankCrashed, RankError, RankStats, RunResult, RunTimeout, TraceEvent, check_run_args)
 from .launch import init
 
 BACKENDS = ("sim", "process")
 
 __all__ = ["run", "init", "Network", "Faults", "RunResult", "RankStats", "TraceEvent", "Comm", "Communicator",
-           "ClusterError", "RankError", "RankCrashed", "PeerCrashedError", "DeadlockError", "RunTimeout",
-           "BACKENDS", "plot_timeline"]
+           "ClusterError", "RankError", "RankCrashed", "PeerCrashedError", "MessageLostError", "DeadlockError",
+           "RunTimeout", "BACKENDS", "plot_timeline"]
 
 
 def run(fn: Callable[..., Any], world_size: int, backend: str = "sim", args: tuple = (),
@@ -35,7 +35,7 @@ def run(fn: Callable[..., Any], world_size: int, backend: str = "sim", args: tup
     if network is not None and not isinstance(network, Network):
         raise TypeError("network must be cluster.Network(alpha=..., beta=...)")
     if faults is not None and not isinstance(faults, Faults):
-        raise TypeError("faults must be cluster.Faults(crash={rank: n}, slow={rank: factor})")
+        raise TypeError("faults must be cluster.Faults(crash={rank: n}, slow={rank: factor}, drop={rank: {n}}, loss=p)")
     if backend == "sim":
         from .sim import run_sim
 
@@ -43,6 +43,9 @@ def run(fn: Callable[..., Any], world_size: int, backend: str = "sim", args: tup
     if backend == "process":
         if network is not None:
             raise ValueError("network= models the simulator's links; real processes use the real network")
+        if faults is not None and faults.lossy:
+            raise ValueError("Faults(drop=..., loss=...) loses messages on the simulator's links; "
+                             "real processes use real links: run with backend='sim'")
         from .spawn import run_process
 
         return run_process(fn, world_size, tuple(args), kwargs, faults, timeout, trace, quiet)

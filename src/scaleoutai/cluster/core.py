@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 
-from ..errors import (ClusterError, DeadlockError, PeerCrashedError, RankCrashed, RankError,  # noqa: F401
+from ..errors import (ClusterError, DeadlockError, MessageLostError, PeerCrashedError, RankCrashed, RankError,  # noqa: F401
                       RunTimeout)
 
 
@@ -51,13 +51,24 @@ class Faults:
 
     crash: {rank: n} stops ``rank`` when it tries to send its (n+1)-th message (fail-stop).
     slow:  {rank: factor} makes ``rank`` a straggler: its compute takes ``factor`` times longer.
+    drop:  {rank: {n, ...}} loses ``rank``'s n-th message (0-based over all its sends) on the link.
+    loss:  the chance that any message is lost, drawn from a generator seeded by (``seed``, sender rank).
+    A lost message costs its sender as usual; the receiver's ``recv`` of it raises MessageLostError at the
+    time it would have arrived (simulator only: the process backend has real links).
     """
 
     crash: dict[int, int] = field(default_factory=dict)
     slow: dict[int, float] = field(default_factory=dict)
+    drop: dict[int, Any] = field(default_factory=dict)
+    loss: float = 0.0
+    seed: int = 0
+
+    @property
+    def lossy(self) -> bool:
+        return bool(self.drop) or self.loss > 0
 
     def check(self, world_size: int) -> None:
-        for name, table in (("crash", self.crash), ("slow", self.slow)):
+        for name, table in (("crash", self.crash), ("slow", self.slow), ("drop", self.drop)):
             for r in table:
                 if not (isinstance(r, int) and 0 <= r < world_size):
                     raise ValueError(f"Faults({name}=...) names rank {r!r}, but ranks are 0..{world_size - 1}")
@@ -67,6 +78,11 @@ class Faults:
         for r, f in self.slow.items():
             if not f >= 1:
                 raise ValueError(f"Faults(slow={{{r}: {f}}}): a straggler factor must be >= 1")
+        for r, ns in self.drop.items():
+            if not all(isinstance(n, int) and n >= 0 for n in ns):
+                raise ValueError(f"Faults(drop={{{r}: ...}}) must list message numbers >= 0, got {ns!r}")
+        if not 0 <= self.loss < 1:
+            raise ValueError(f"Faults(loss={self.loss}) is a probability: choose 0 <= loss < 1")
 
 
 @dataclass

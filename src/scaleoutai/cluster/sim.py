@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .core import (ClusterError, Communicator, DeadlockError, Faults, Network, PeerCrashedError,
+from .core import (ClusterError, Communicator, DeadlockError, Faults, MessageLostError, Network, PeerCrashedError,
                    RankCrashed, RankError, RunResult, RunTimeout, keep_freed_memory)
 
 _ENDED = ("done", "crashed", "failed")
@@ -125,6 +125,10 @@ class SimComm(Communicator):
         self.clock = 0.0
         self._crash_after = world.faults.crash.get(rank)
         self._slow = float(world.faults.slow.get(rank, 1.0))
+        faults = world.faults
+        self._lossy = faults.lossy
+        self._drops = frozenset(faults.drop.get(rank, ()))
+        self._loss_rng = np.random.default_rng([faults.seed, rank]) if faults.loss > 0 else None
         self._alpha, self._beta = world.network.alpha, world.network.beta
         self._serial = world.network.ingress == "serial"
         # Busy intervals of this rank's ingress, sorted and disjoint: [starts[i], ends[i]).
@@ -140,7 +144,11 @@ class SimComm(Communicator):
             raise _Aborted
         start = self.clock
         self.clock = arrival = start + self._alpha + nbytes * self._beta
-        if w.state[dst] != "crashed":
+        if self._lossy and self._is_lost(st.messages_sent):
+            w.mail[dst][self.rank].append((None, start, arrival))  # the receiver's timeout fires at arrival
+            if w.waiting_on[dst] == self.rank:
+                w.wake(dst)
+        elif w.state[dst] != "crashed":
             out = w.posted[dst]
             if out is not None and w.waiting_on[dst] == self.rank and out.dtype == arr.dtype and out.shape == arr.shape:
                 # The receiver has posted this exact buffer (rendezvous): one copy, straight into it.
@@ -172,6 +180,11 @@ class SimComm(Communicator):
             finally:
                 w.posted[self.rank] = None
         payload, sent, arrival = box.popleft()
+        if payload is None:
+            self.clock = max(self.clock, arrival)
+            if self.trace is not None:
+                self._trace("recv", src, 0, start, self.clock)
+            raise MessageLostError(self.rank, src)
         if self._serial:
             arrival = self._book(sent, arrival)
         if arrival > start:
@@ -185,6 +198,13 @@ class SimComm(Communicator):
             np.copyto(out, payload)  # another dtype or shape is left to _deliver, which names the mismatch
             return out
         return payload
+
+    def _is_lost(self, n: int) -> bool:
+        """Whether this rank's n-th send is lost (Faults.drop, or a draw below Faults.loss)."""
+        lost = n in self._drops
+        if self._loss_rng is not None:
+            lost = (self._loss_rng.random() < self._w.faults.loss) or lost  # one draw per send, always
+        return lost
 
     def _recv_into(self, src: int, out: np.ndarray) -> np.ndarray:
         return self._recv(src, out)
@@ -200,11 +220,11 @@ class SimComm(Communicator):
         box = w.mail[r][src] if type(src) is int and 0 <= src < self.size else None
         if (not box or type(out) is not np.ndarray or type(array) is not np.ndarray or type(dst) is not int
                 or not 0 <= dst < self.size or dst == r or src == r or self.trace is not None
-                or self._crash_after is not None or w.abort is not None or w.state[dst] == "crashed"):
+                or self._crash_after is not None or self._lossy or w.abort is not None or w.state[dst] == "crashed"):
             return Communicator.sendrecv(self, array, dst, src, out)
         payload, sent, arrival = box[0]
         flags = out.flags
-        if (payload.dtype != out.dtype or payload.shape != out.shape or not (flags.c_contiguous and flags.writeable)
+        if (payload is None or payload.dtype != out.dtype or payload.shape != out.shape or not (flags.c_contiguous and flags.writeable)
                 or np.may_share_memory(array, out)):
             return Communicator.sendrecv(self, array, dst, src, out)  # it names what is wrong
         box.popleft()

@@ -1,0 +1,18 @@
+"""Part VI, Distributed AI and Multi-Agent Systems (Chapters 27-32): the modules a chapter of Part VI teaches.
+
+NumPy, the communicator and the shared layers only: every agent is a rank, so the messages, bytes and
+simulated time of every protocol are counted like a collective's, and crashes and lost messages come
+from ``cluster.Faults``. The production libraries (Ray actors, nashpy, OpenSpiel, mesa, PettingZoo,
+pyswarms, LangGraph) run beside these in the chapters and the tests.
+
+    dai            Ch27  contract net (announce, bid, award, re-announce after a crash), asynchronous
+                         backtracking and distributed breakout on graph colouring, a blackboard
+    games          Ch28  normal-form games, best responses, Nash equilibria (support enumeration, Lemke-Howson),
+                         fictitious play, regret matching (also as a protocol, a player per rank), CFR on Kuhn poker
+    mas            Ch29  alternating-offers negotiation, first-price, second-price and VCG auctions, consensus
+                         among agents with crashes
+    marl           Ch30  independent Q-learners, a centralised critic with decentralised actors, self-play
+    swarm          Ch31  boids, particle swarm optimisation with sub-swarms on ranks, average consensus on graphs
+    orchestration  Ch32  planner and worker agents over a task graph: tool calls, retries with idempotency keys,
+                         timeouts, checkpoint and resume
+"""

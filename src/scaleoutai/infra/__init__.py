@@ -1,0 +1,12 @@
+"""Part VII, Cluster, Edge and Reliable Infrastructure (Chapters 33-35): the modules a chapter of Part VII teaches.
+
+NumPy, the communicator and the shared layers only; the production tools (Slurm, Ray placement groups,
+ONNX and onnxruntime, Opacus's accountant) run beside these in the chapters and the tests.
+
+    scheduling     Ch33  discrete-event cluster scheduler: FIFO, EASY and conservative backfill, gang
+                         scheduling, dominant resource fairness; makespan, waits, utilisation, fragmentation
+    edge           Ch34  split inference (the cut layer under latency and bandwidth), offloading over a varying
+                         link, int8 compression of the edge half
+    reliability    Ch35  Byzantine-robust aggregation (Krum, multi-Krum, median, trimmed mean) against attacks,
+                         checkpoint integrity by content hashes, a differential-privacy budget accountant
+"""
