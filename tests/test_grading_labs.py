@@ -15,7 +15,7 @@ from scaleoutai.grading.labs import (STUB, assign, find_lab, list_labs, read_cel
 ROOT = Path(__file__).resolve().parents[1]
 LABS = ["lab01-sharded-gradient", "lab02-vector-clocks", "lab04-ring-allreduce", "lab06-shuffle-by-key",
         "lab08-sharded-sampler", "lab10-error-feedback-compression", "lab11-embedding-paramserver", "lab14-fedavg-dropout",
-        "lab24-paged-kv-cache", "lab25-sharded-topk-merge"]
+        "lab24-paged-kv-cache", "lab25-sharded-topk-merge", "lab35-robust-aggregation"]
 
 
 def test_the_labs_are_found_by_number_or_full_name():
