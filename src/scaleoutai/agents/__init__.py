@@ -15,4 +15,9 @@ pyswarms, LangGraph) run beside these in the chapters and the tests.
     swarm          Ch31  boids, particle swarm optimisation with sub-swarms on ranks, average consensus on graphs
     orchestration  Ch32  planner and worker agents over a task graph: tool calls, retries with idempotency keys,
                          timeouts, checkpoint and resume
+
+Each chapter's module names its companions (split to keep files small): ``dai_csp``, ``dai_rounds``,
+``dai_blackboard`` and ``dai_ray`` (Ch27); ``equilibria`` and ``cfr`` (Ch28); ``auctions`` (Ch29);
+``marl_envs`` and ``marl_selfplay`` (Ch30); ``swarm_pso`` and ``swarm_consensus`` (Ch31);
+``orchestration_plan``, ``orchestration_tools`` and ``orchestration_langgraph`` (Ch32).
 """

@@ -9,4 +9,8 @@ ONNX and onnxruntime, Opacus's accountant) run beside these in the chapters and 
                          link, int8 compression of the edge half
     reliability    Ch35  Byzantine-robust aggregation (Krum, multi-Krum, median, trimmed mean) against attacks,
                          checkpoint integrity by content hashes, a differential-privacy budget accountant
+
+Companions: ``sched_policies``, ``sched_metrics`` and ``slurm_compare`` (Ch33, the last replays a job set on a
+real Slurm); ``offload`` (Ch34, offloading policies over a Markov link); ``robust_agg``, ``integrity`` and
+``dp_budget`` (Ch35).
 """
