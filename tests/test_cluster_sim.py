@@ -248,6 +248,36 @@ def test_timeout_names_the_ranks_still_running():
     assert 1 in info.value.running and 0 not in info.value.running
 
 
+def test_a_run_completes_while_a_timed_out_run_still_holds_its_scheduler_thread():
+    import threading
+
+    stop = threading.Event()
+
+    def stuck(comm):
+        if comm.rank == 0:
+            while not stop.is_set():
+                time.sleep(0.01)
+
+    try:
+        with pytest.raises(cluster.RunTimeout):
+            cluster.run(stuck, 2, timeout=0.3)
+        res = cluster.run(ring_shift, 3, args=(np.arange(3.0),), timeout=10)
+        np.testing.assert_array_equal(res.values[0], np.arange(3.0) * 2)
+    finally:
+        stop.set()
+
+
+def test_consecutive_runs_reuse_one_scheduler_thread():
+    import threading
+
+    for _ in range(2):  # the first may start the thread
+        cluster.run(ring_shift, 2, args=(np.ones(2),))
+    before = {t.ident for t in threading.enumerate() if t.name == "sim-scheduler"}
+    for _ in range(5):
+        cluster.run(ring_shift, 2, args=(np.ones(2),))
+    assert {t.ident for t in threading.enumerate() if t.name == "sim-scheduler"} == before
+
+
 def test_trace_records_every_send_and_recv_with_simulated_times():
     res = cluster.run(ring_shift, 3, args=(np.ones(4),), trace=True, network=cluster.Network(1.0, 0.0))
     assert sorted((e.kind, e.rank, e.peer) for e in res.trace) == sorted(
@@ -503,3 +533,4 @@ def test_bad_loss_faults_are_refused_with_a_clear_error(faults, match):
 def test_message_loss_is_refused_on_the_process_backend():
     with pytest.raises(ValueError, match="backend='sim'"):
         cluster.run(lambda comm: None, 2, backend="process", faults=cluster.Faults(loss=0.1))
+

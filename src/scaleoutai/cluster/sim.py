@@ -25,6 +25,7 @@ import threading
 import time
 import traceback
 from collections import deque
+from queue import SimpleQueue
 from typing import Any, Callable
 
 import numpy as np
@@ -314,6 +315,35 @@ class SimComm(Communicator):
         self.clock += seconds * self._slow
 
 
+_hub_lock = threading.Lock()
+_idle_hubs: list[SimpleQueue] = []  # the job queues of scheduler threads waiting for a run
+
+
+def _hub_loop(jobs: SimpleQueue) -> None:
+    while True:
+        job, done = jobs.get()
+        try:
+            job()
+        finally:
+            with _hub_lock:
+                _idle_hubs.append(jobs)
+            done.set()
+
+
+def _on_hub(job: Callable[[], None], done: threading.Event) -> None:
+    """Run ``job`` on an idle scheduler thread, then set ``done``; a new thread only if all are busy.
+
+    Threads are kept, not started per run: when a thread that ran greenlets exits, greenlet clears its
+    main greenlet with ``gc.get_referrers``, a walk over every object of the process; after ``import
+    torch`` (or Ray, or MLflow) that walk cost 15 ms, three times the run itself, at every run."""
+    with _hub_lock:
+        jobs = _idle_hubs.pop() if _idle_hubs else None
+    if jobs is None:  # the first run, a run inside a rank, or a thread still busy with a timed-out run
+        jobs = SimpleQueue()
+        threading.Thread(target=_hub_loop, args=(jobs,), name="sim-scheduler", daemon=True).start()
+    jobs.put((job, done))
+
+
 def run_sim(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, network: Network | None,
             faults: Faults | None, timeout: float | None, trace: bool) -> RunResult:
     from greenlet import GreenletExit, getcurrent, greenlet
@@ -368,11 +398,8 @@ def run_sim(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, 
                 w.wake_blocked()  # every rank still waiting unwinds with _Aborted
         except BaseException as exc:  # pragma: no cover - a bug in the scheduler itself
             w.failures.append((-1, exc, traceback.format_exc()))
-        finally:
-            w.finished.set()
 
-    hub = threading.Thread(target=schedule, name="sim-scheduler", daemon=True)
-    hub.start()
+    _on_hub(schedule, w.finished)
     try:
         done = w.finished.wait(timeout)
     except BaseException:  # Ctrl-C in a notebook: every rank unwinds at its next message
@@ -382,7 +409,6 @@ def run_sim(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: dict, 
         running = [r for r in range(world_size) if w.state[r] not in _ENDED]
         w.abort = w.abort or RunTimeout(timeout, running)
         raise RunTimeout(timeout, running)
-    hub.join(timeout=1.0)
     if w.failures:
         rank, exc, tb = w.failures[0]
         raise RankError(rank, f"{type(exc).__name__}: {exc}", tb) from exc
