@@ -51,3 +51,35 @@ def test_community_graph_is_symmetric_and_mostly_inside_communities():
     assert (edges[:, 0] != edges[:, 1]).all()
     assert (y[edges[:, 0]] == y[edges[:, 1]]).mean() > 0.75
     assert X.shape == (400, 8) and np.bincount(y).tolist() == [100] * 4
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
+def test_communication_graphs_are_simple_undirected_and_have_their_degrees(n):
+    for nb, degree in [(datasets.ring_graph(n), min(2, n - 1)), (datasets.complete_graph(n), n - 1),
+                       (datasets.grid_graph(1, n), min(2, n - 1))]:
+        assert datasets.check_neighbours(nb) is nb and datasets.is_connected(nb)
+        assert [len(row) for row in nb] == [degree] * n
+    torus = datasets.grid_graph(3, 4)
+    assert [len(row) for row in torus] == [4] * 12 and torus[0] == [1, 3, 4, 8]
+    path = datasets.grid_graph(2, 3, periodic=False)
+    assert sorted(len(row) for row in path) == [2, 2, 2, 2, 3, 3]
+
+
+def test_random_communication_graphs_are_connected_and_pure_functions_of_the_seed():
+    for make in (lambda s: datasets.random_regular_graph(10, 3, s), lambda s: datasets.random_geometric_graph(30, 0.35, s),
+                 lambda s: datasets.erdos_renyi_graph(30, 0.2, s)):
+        nb = make(4)
+        assert nb == make(4) and datasets.is_connected(datasets.check_neighbours(nb))
+    assert {len(row) for row in datasets.random_regular_graph(10, 3, 1)} == {3}
+
+
+def test_bad_graphs_get_one_clear_error():
+    with pytest.raises(ValueError, match="must be undirected"):
+        datasets.check_neighbours([[1], []])
+    with pytest.raises(ValueError, match="distinct nodes"):
+        datasets.check_neighbours([[0]])
+    with pytest.raises(ValueError, match="n\\*d even"):
+        datasets.random_regular_graph(5, 3)
+    with pytest.raises(ValueError, match="positive integer"):
+        datasets.ring_graph(0)
+    assert not datasets.is_connected([[], []])

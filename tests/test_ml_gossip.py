@@ -83,7 +83,7 @@ def test_graphs_and_errors():
     assert gs.ring(1) == [[]] and gs.ring(2) == [[1], [0]]
     nb = gs.random_regular(10, 3, seed=4)
     assert all(len(x) == 3 for x in nb)
-    with pytest.raises(ValueError, match="K\\*d even"):
+    with pytest.raises(ValueError, match="n\\*d even"):
         gs.random_regular(5, 3)
     with pytest.raises(ValueError, match="undirected"):
         gs.metropolis_weights([[1], []])

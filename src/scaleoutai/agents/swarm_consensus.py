@@ -22,88 +22,24 @@ from typing import Any
 import numpy as np
 
 from .. import cluster
+from .. import datasets as ds
 from ..cluster import Comm
+from ..datasets import Neighbours
 
 __all__ = ["ring", "grid", "complete", "random_geometric", "erdos_renyi", "graph", "laplacian", "spectrum",
            "algebraic_connectivity", "predicted_rate", "optimal_step", "reference_consensus",
            "consensus_average", "run_consensus", "disagreement", "iterations_to", "predicted_iterations",
            "measured_rate"]
 
-Neighbours = list[list[int]]
+# The communication graphs are the shared ones (datasets); Chapter 31 names them as the book does.
+ring, grid, complete, _check = ds.ring_graph, ds.grid_graph, ds.complete_graph, ds.check_neighbours
+random_geometric, erdos_renyi = ds.random_geometric_graph, ds.erdos_renyi_graph
 
 
 def _n(n: Any) -> int:
     if isinstance(n, bool) or int(n) != n or n < 1:
         raise ValueError(f"a graph needs n >= 1 nodes, got {n!r}")
     return int(n)
-
-
-def _from_edges(n: int, edges: set[tuple[int, int]]) -> Neighbours:
-    nb: list[set[int]] = [set() for _ in range(n)]
-    for a, b in edges:
-        if a != b:
-            nb[a].add(b)
-            nb[b].add(a)
-    return [sorted(s) for s in nb]
-
-
-def ring(n: int) -> Neighbours:
-    """i joined to i - 1 and i + 1 mod n: l_2 = 2 - 2 cos(2 pi / n), about (2 pi / n)^2."""
-    n = _n(n)
-    return _from_edges(n, {(i, (i + 1) % n) for i in range(n)})
-
-
-def grid(rows: int, cols: int, periodic: bool = True) -> Neighbours:
-    """A rows x cols grid, node r * cols + c; ``periodic`` makes it a torus."""
-    rows, cols = _n(rows), _n(cols)
-    edges = set()
-    for r in range(rows):
-        for c in range(cols):
-            if periodic or c + 1 < cols:
-                edges.add((r * cols + c, r * cols + (c + 1) % cols))
-            if periodic or r + 1 < rows:
-                edges.add((r * cols + c, ((r + 1) % rows) * cols + c))
-    return _from_edges(rows * cols, edges)
-
-
-def complete(n: int) -> Neighbours:
-    """Every pair joined: l_2 = l_n = n, so gamma = 1/n reaches the mean in one step."""
-    n = _n(n)
-    return [[j for j in range(n) if j != i] for i in range(n)]
-
-
-def _connected(nb: Neighbours) -> bool:
-    seen, stack = {0}, [0]
-    while stack:
-        for j in nb[stack.pop()]:
-            if j not in seen:
-                seen.add(j)
-                stack.append(j)
-    return len(seen) == len(nb)
-
-
-def random_geometric(n: int, radius: float, seed: int = 0, tries: int = 200) -> Neighbours:
-    """n points uniform in the unit square, joined when closer than ``radius``; redrawn until connected."""
-    n = _n(n)
-    rng = np.random.default_rng(seed)
-    for _ in range(tries):
-        pts = rng.random((n, 2))
-        d2 = ((pts[:, None, :] - pts[None, :, :]) ** 2).sum(-1)
-        nb = _from_edges(n, {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(d2 < radius ** 2, 1)))})
-        if _connected(nb):
-            return nb
-    raise ValueError(f"no connected geometric graph on {n} nodes with radius {radius} in {tries} draws: raise it")
-
-
-def erdos_renyi(n: int, p: float, seed: int = 0, tries: int = 200) -> Neighbours:
-    """Each pair joined with chance p; redrawn until connected."""
-    n = _n(n)
-    rng = np.random.default_rng(seed)
-    for _ in range(tries):
-        nb = _from_edges(n, {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(rng.random((n, n)) < p, 1)))})
-        if _connected(nb):
-            return nb
-    raise ValueError(f"no connected G(n={n}, p={p}) in {tries} draws: raise p above about log(n)/n")
 
 
 def graph(name: str, n: int, seed: int = 0) -> Neighbours:
@@ -122,16 +58,6 @@ def graph(name: str, n: int, seed: int = 0) -> Neighbours:
     if name == "complete":
         return complete(n)
     raise ValueError(f"unknown graph {name!r}: choose ring, torus, geometric, erdos_renyi or complete")
-
-
-def _check(nb: Neighbours) -> Neighbours:
-    n = len(nb)
-    for i, row in enumerate(nb):
-        if i in row or len(set(row)) != len(row) or any(not 0 <= j < n for j in row):
-            raise ValueError(f"node {i}'s neighbours {row} must be distinct nodes 0..{n - 1} other than {i}")
-        if any(i not in nb[j] for j in row):
-            raise ValueError(f"the graph must be undirected: node {i} lists a neighbour that does not list it")
-    return nb
 
 
 def laplacian(nb: Neighbours) -> np.ndarray:

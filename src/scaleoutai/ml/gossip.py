@@ -16,75 +16,20 @@ from typing import Any
 import numpy as np
 
 from .. import cluster
+from .. import datasets as ds
 from ..cluster import Comm
+from ..datasets import Neighbours
 
 __all__ = ["ring", "torus", "complete", "random_regular", "topology", "metropolis_weights", "second_eigenvalue",
            "spectral_gap", "reference_gossip", "gossip_average", "run_gossip", "consensus_error"]
 
-Neighbours = list[list[int]]
-
-
-def _k(K: Any) -> int:
-    if isinstance(K, bool) or int(K) != K or K < 1:
-        raise ValueError(f"a graph needs K >= 1 nodes, got {K!r}")
-    return int(K)
-
-
-def ring(K: int) -> Neighbours:
-    """i is joined to i-1 and i+1 mod K (one neighbour when K = 2, none when K = 1)."""
-    K = _k(K)
-    return [sorted({(i - 1) % K, (i + 1) % K} - {i}) for i in range(K)]
+# The communication graphs are the shared ones (datasets); Chapter 14 names them as the book does.
+ring, complete, random_regular, _check = ds.ring_graph, ds.complete_graph, ds.random_regular_graph, ds.check_neighbours
 
 
 def torus(rows: int, cols: int) -> Neighbours:
     """A rows x cols grid with wrap-around; node i = r * cols + c. Up to 4 neighbours."""
-    rows, cols = _k(rows), _k(cols)
-    out = []
-    for i in range(rows * cols):
-        r, c = divmod(i, cols)
-        nb = {((r - 1) % rows) * cols + c, ((r + 1) % rows) * cols + c, r * cols + (c - 1) % cols,
-              r * cols + (c + 1) % cols}
-        out.append(sorted(nb - {i}))
-    return out
-
-
-def complete(K: int) -> Neighbours:
-    """Every node joined to every other: one gossip step reaches the exact mean (W = 11^T / K)."""
-    K = _k(K)
-    return [[j for j in range(K) if j != i] for i in range(K)]
-
-
-def random_regular(K: int, d: int, seed: int = 0, tries: int = 1000) -> Neighbours:
-    """A random simple d-regular graph by the configuration model, redrawn until simple and connected."""
-    K = _k(K)
-    if not 0 <= d < K or (K * d) % 2:
-        raise ValueError(f"a d-regular graph on K nodes needs 0 <= d < K and K*d even, got K={K}, d={d}")
-    rng = np.random.default_rng(seed)
-    for _ in range(tries):
-        stubs = rng.permutation(np.repeat(np.arange(K), d)).reshape(-1, 2)
-        if np.any(stubs[:, 0] == stubs[:, 1]):
-            continue
-        edges = {tuple(sorted(map(int, e))) for e in stubs}
-        if len(edges) != len(stubs):
-            continue
-        nb: Neighbours = [[] for _ in range(K)]
-        for a, b in edges:
-            nb[a].append(b)
-            nb[b].append(a)
-        nb = [sorted(x) for x in nb]
-        if K == 1 or _connected(nb):
-            return nb
-    raise ValueError(f"no simple connected {d}-regular graph on {K} nodes found in {tries} tries: raise d")
-
-
-def _connected(nb: Neighbours) -> bool:
-    seen, stack = {0}, [0]
-    while stack:
-        for j in nb[stack.pop()]:
-            if j not in seen:
-                seen.add(j)
-                stack.append(j)
-    return len(seen) == len(nb)
+    return ds.grid_graph(rows, cols, periodic=True)
 
 
 def topology(name: str, K: int, seed: int = 0) -> Neighbours:
@@ -99,16 +44,6 @@ def topology(name: str, K: int, seed: int = 0) -> Neighbours:
     if name == "regular3":
         return random_regular(K, 3, seed)
     raise ValueError(f"unknown topology {name!r}: choose ring, torus, complete or regular3")
-
-
-def _check(nb: Neighbours) -> Neighbours:
-    K = len(nb)
-    for i, row in enumerate(nb):
-        if i in row or len(set(row)) != len(row) or any(not 0 <= j < K for j in row):
-            raise ValueError(f"node {i}'s neighbours {row} must be distinct nodes 0..{K - 1} other than {i}")
-        if any(i not in nb[j] for j in row):
-            raise ValueError(f"the graph must be undirected: node {i} lists a neighbour that does not list it")
-    return nb
 
 
 def metropolis_weights(nb: Neighbours) -> np.ndarray:
