@@ -26,6 +26,7 @@ def test_the_edition_holds_chapters_released_labs_and_the_library(edition):
         nb = json.loads((edition / "labs" / name / f"{name}.ipynb").read_text())
         assert "NotImplementedError" in json.dumps(nb) and (edition / "labs" / name / "public_tests.py").is_file()
     assert "make lab" in (edition / "README.md").read_text()
+    assert (edition / "syllabi" / "distributed-ml.yaml").is_file()  # the index links the course paths
 
 
 def test_the_edition_holds_no_hidden_test_and_no_solution(edition):
@@ -66,3 +67,5 @@ def test_make_lab_works_in_the_edition_its_workspace_holds_the_released_labs(edi
     report = build_workspace(edition, tmp_path / "ws")
     nb = (tmp_path / "ws" / "labs" / "lab04-ring-allreduce" / "lab04-ring-allreduce.ipynb").read_text()
     assert "NotImplementedError" in nb and "index.ipynb" in report.written
+    index = (tmp_path / "ws" / "index.ipynb").read_text()
+    assert "notebooks list --path" in index and "chapters/41-capstone/41-capstone.ipynb" in index

@@ -54,6 +54,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     root = find_repo_root()
+    if args.path is not None:  # one course path, week by week (syllabi/NAME.yaml)
+        from .syllabi import check_path, find_path, format_path
+
+        try:
+            path = find_path(args.path, root)
+        except ValueError as exc:
+            raise _user_error(exc) from None
+        problems = check_path(path, root)
+        if problems:
+            raise UserError("; ".join(problems))
+        print(format_path(path, root))
+        return 0
     rows = [("notebook", "folder", "parameters")]
     rows += [(notebook_name(p), str(p.parent.relative_to(root)), "yes" if has_parameters_cell(p) else "MISSING")
              for p in _sources(None)]
@@ -118,6 +130,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.set_defaults(func=cmd_run)
 
     listing = sub.add_parser("list", help="list the notebook sources and whether each has a parameters cell")
+    listing.add_argument("--path", metavar="NAME", default=None,
+                         help="print one course path week by week instead (a name from syllabi/, e.g. distributed-ml)")
     listing.set_defaults(func=cmd_list)
 
     check = sub.add_parser("check", help="chapter conventions (sections, show, research directions) and notation lint")

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 # what the edition copies from the course, as it is; labs/ are released, never copied
-COPIED = ("chapters", "src/scaleoutai", "capstone", "examples", "environments", "docker/Dockerfile.student",
+COPIED = ("chapters", "syllabi", "src/scaleoutai", "capstone", "examples", "environments", "docker/Dockerfile.student",
           "pyproject.toml", "Makefile", ".gitignore", ".dockerignore")
 SKIPPED = ("__pycache__", ".ipynb_checkpoints", "_build", ".pytest_cache", "*.egg-info", "*.pyc", "*.ipynb")
 TEXT = (".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".json", ".ipynb", ".sh", ".cfg", "Makefile", "Dockerfile")

@@ -66,8 +66,17 @@ def _stable(nb) -> bytes:
     return nbformat.writes(nb).encode()
 
 
-def _index(chapters: list[str], labs: list[str]) -> bytes:
-    """The course index: parts, the chapters and labs that exist, and the five course paths."""
+def _course_paths(root: Path) -> list[tuple[str, list[int], list[int]]] | None:
+    """(title, chapters in order, planned chapters) of each syllabi/*.yaml path; None without syllabi/."""
+    from .syllabi import load_paths
+
+    paths = load_paths(root)
+    return [(p.title, p.chapters(), sorted({c for w in p.weeks for c in w.planned})) for p in paths] or None
+
+
+def _index(chapters: list[str], labs: list[str], paths: list[tuple[str, list[int], list[int]]] | None = None) -> bytes:
+    """The course index: parts, the chapters and labs that exist, and the five course paths (each linking
+    its chapters, in the order its syllabus meets them, when ``paths`` comes from syllabi/)."""
     import nbformat
 
     lines = ["# Scaling Out AI: the course", "", "Open a chapter, run it top to bottom, then try its exercises. "
@@ -81,7 +90,16 @@ def _index(chapters: list[str], labs: list[str]) -> bytes:
     if extra:
         lines += ["## Appendices", *[f"- [{c}](chapters/{c}/{c}.ipynb)" for c in extra], ""]
     lines += ["## Labs (graded)", *[f"- [{lab}](labs/{lab}/{lab}.ipynb)" for lab in labs], ""]
-    lines += ["## Course paths", *[f"- **{name}**: {what}, then the Chapter 41 capstone" for name, what in PATHS]]
+    if paths is None:
+        lines += ["## Course paths", *[f"- **{name}**: {what}, then the Chapter 41 capstone" for name, what in PATHS]]
+    else:
+        folder = {int(c[:2]): c for c in chapters if c[:2].isdigit()}
+        link = lambda n: f"[{n}](chapters/{folder[n]}/{folder[n]}.ipynb)" if n in folder else str(n)  # noqa: E731
+        lines += ["## Course paths", "", "Each path starts in Part I and ends with the Chapter 41 capstone; "
+                  "`scaleout notebooks list --path NAME` prints one week by week.", ""]
+        for title, order, planned in paths:
+            later = f" (later: Chapter{'s' if len(planned) > 1 else ''} {', '.join(map(str, planned))}, planned)" if planned else ""
+            lines.append(f"- **{title}**: " + " · ".join(link(n) for n in order) + later)
     from .execute import KERNELSPEC
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("\n".join(lines))])
@@ -143,7 +161,8 @@ def build_workspace(root: Path, ws: Path) -> WorkspaceReport:
             for f in sorted(p for p in released.iterdir() if p.is_file()):
                 data = _stable(nbformat.reads(f.read_text(), as_version=4)) if f.suffix == ".ipynb" else f.read_bytes()
                 _place(ws, f"labs/{name}/{f.name}", data, old, new, report)
-    _place(ws, "index.ipynb", _index(chapters, labs), old, new, report)
+    paths = _course_paths(root) if (root / "syllabi").is_dir() else None
+    _place(ws, "index.ipynb", _index(chapters, labs, paths), old, new, report)
     tmp_manifest = ws / f".{MANIFEST}.tmp"
     tmp_manifest.write_text(json.dumps(new, indent=1, sort_keys=True))
     os.replace(tmp_manifest, manifest)
