@@ -254,16 +254,6 @@ def test_blackboard_refuses_bad_input():
 
 # --- production: Ray actors ----------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-
-
 def test_ray_actor_contract_net_with_a_killed_actor_equals_ours(ray_local):
     from scaleoutai.agents.dai_ray import ray_contract_net
 

@@ -350,16 +350,6 @@ def test_mesa_zero_intelligence_market_agrees_with_ours():
 
 
 # ------------------------------------------------------------------------------------------------ Ray
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-
-
 @pytest.mark.slow
 def test_an_auction_house_of_ray_actors_agrees_with_ours(ray_local):
     ray = ray_local

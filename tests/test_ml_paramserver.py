@@ -154,16 +154,6 @@ def test_process_backend_bsp_equals_reference_and_ssp_keeps_its_bound():
 
 # --- Production: each shard a Ray actor, workers as Ray tasks, BSP order -------------------------------
 
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-
-
 def _ray_train(ray, servers, workers, batch, steps, lr, sharding):
     @ray.remote
     class Shard:
