@@ -29,7 +29,8 @@ def _run(args: argparse.Namespace) -> int:
     return run_script(args.script, scale=args.scale, workers=args.workers, nodes=args.nodes,
                       gpus_per_node=args.gpus_per_node, script_args=script_args, env=env, dry_run=args.dry_run,
                       timeout=args.timeout, max_restarts=args.max_restarts, address=args.address,
-                      job_dir=args.job_dir, partition=args.partition)
+                      job_dir=args.job_dir, partition=args.partition, image=args.image,
+                      namespace=args.namespace)
 
 
 def _parse_env(item: str) -> tuple[str, str]:
@@ -47,7 +48,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "run", help="run a script that calls cluster.init() at a scale: local, torchrun, slurm, ray",
+        "run", help="run a script that calls cluster.init() at a scale: local, torchrun, slurm, ray, k8s",
         description="Run the same script at every scale. World size = nodes x workers. "
                     "Arguments after -- go to the script.")
     _add_options(p)
@@ -71,6 +72,10 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--job-dir", default=None, help="slurm: folder for the sbatch script and output "
                                                    "(default ./slurm-jobs)")
     p.add_argument("--partition", default=None, help="slurm partition")
+    p.add_argument("--image", default=None, help="k8s: container image with the course installed "
+                                                 "(default scaleout-ai-student:0.1.0)")
+    p.add_argument("--namespace", default=None, help="k8s: namespace (default kubectl's current one)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra variable for every rank")
     p.add_argument("--timeout", type=float, default=None, help="seconds before the whole run is stopped")
-    p.add_argument("--dry-run", action="store_true", help="print what would run (slurm: the sbatch script)")
+    p.add_argument("--dry-run", action="store_true", help="print what would run (slurm: the sbatch script, "
+                                                                 "k8s: the manifests)")
