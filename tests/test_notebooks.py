@@ -313,6 +313,11 @@ def check_smoke_and_nbval(source: Path, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, f"nbval-lax failed for {record.output}:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
     assert re.search(r"\d+ passed", proc.stdout)
+    # The instructor edition: every chapter also gives a reveal.js deck, from this executed copy (issue 21).
+    from scaleoutai.notebooks.slides import render_deck
+
+    deck = render_deck(record.output, tmp_path / "slides")
+    assert deck.is_file() and "<section" in deck.read_text()
 
 
 @pytest.mark.notebooks

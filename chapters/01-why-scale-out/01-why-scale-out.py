@@ -154,7 +154,7 @@ print(dict(zip(vocab, res.values[0].tolist())))
 # exactly the weights one machine reaches (`sharded_gradient` is the data-parallel pattern above; Section 4
 # takes it apart).
 
-# %%
+# %% tags=["slide-code"]
 eta = 0.1
 def gd_step(comm, X, y, w):
     return w - eta * sharded_gradient(comm, X, y, w)
@@ -248,7 +248,7 @@ show(local_weighted_gradient, sharded_gradient, naive_sharded_gradient)
 # %% [markdown]
 # Now the check, on every rank and for every $K$:
 
-# %%
+# %% tags=["slide-code"]
 for k_ in K_CHECK:  # K = 8 > N = 5 below: three ranks hold nothing and still take part
     for fn in (sharded_gradient, naive_sharded_gradient):
         res = cluster.run(fn, k_, args=(X, y, w), timeout=60)
@@ -292,7 +292,7 @@ assert max(s.bytes_sent for s in ring.stats) <= 2 * (K - 1) * D * 8 // K + 2 * (
 # on GPUs), and DDP (Chapter 15) calls it for you on every backward pass. Inside a process-backend
 # worker the torch process group is already initialised, so the production version is three lines.
 
-# %%
+# %% tags=["slide-code"]
 def both_ways(comm, X, y, w):
     import torch
     import torch.distributed as dist

@@ -240,7 +240,7 @@ show(bully_election, replicate_log, majority)
 # %% [markdown]
 # The fault-free runs:
 
-# %%
+# %% tags=["slide-code"]
 res = cluster.run(bully_election, K)
 assert res.values == [K - 1] * K
 res = cluster.run(replicate_log, K, args=(COMMANDS,))
@@ -377,7 +377,7 @@ assert all(v["log"] == COMMANDS[:2] for v in survivors(res).values())
 # real cluster both would hang until a timeout. The simulator sees that every live rank waits and
 # nothing is in flight, and raises `DeadlockError` naming who waits for whom.
 
-# %%
+# %% tags=["slide-code"]
 def lost_request(comm):
     if comm.rank == 0:
         # the request to rank 1 is dropped here: an omission fault

@@ -170,7 +170,7 @@ from scaleoutai.notebooks import show
 
 show(collectives.ring_allreduce, perf.collective_time, perf.expected_max_normal)
 
-# %%
+# %% tags=["slide"]
 net = cluster.Network(alpha=ALPHA, beta=BETA)
 Ks = [int(k) for k in 2 ** np.arange(0, int(np.log2(K_MAX)) + 1)]
 assert all(GRAD_FLOATS % k == 0 for k in Ks), "GRAD_FLOATS must split evenly for the closed form"
@@ -393,7 +393,7 @@ assert {"aten::matmul", "aten::relu", "aten::sum"} <= names, names
 #   $\alpha$-$\beta$ fit with a low $R^2$ each say that the model's assumption is wrong, not that the
 #   hardware is.
 
-# %%
+# %% tags=["slide-code"]
 try:
     cluster.run(sync_step, 4, args=(np.full(4, MU), GRAD_FLOATS), network=net,
                 faults=cluster.Faults(crash={2: 1}), timeout=60)

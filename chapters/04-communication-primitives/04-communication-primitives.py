@@ -160,7 +160,7 @@ print("rank 0 stats:", res.stats[0].as_dict())
 # forwards whatever it last received to its right neighbour and adds it to a running total; after
 # $K-1$ steps each rank has seen every other rank's vector exactly once.
 
-# %%
+# %% tags=["slide-code"]
 def ring_pass_allreduce(comm, x):
     """All-reduce by passing whole vectors round the ring: K-1 steps of n bytes each."""
     K, r = comm.size, comm.rank
@@ -228,7 +228,7 @@ show(collectives.ring_allreduce, collectives.reduce_scatter, collectives.all_gat
 # empty) and one of 1001 (uneven blocks), in float64, float32 and int64. Float tolerances: relative and
 # absolute $10^{-12}$ for float64, $10^{-5}$ for float32, since the algorithms add in different orders.
 
-# %%
+# %% tags=["slide"]
 def reference_and_worker(name, xs, k):
     """(worker fn, expected value per rank) for collective `name` on inputs xs[r]."""
     total = np.sum(xs, axis=0).astype(xs[0].dtype)
@@ -465,7 +465,7 @@ print(f"alpha/beta = {n_star:.0f} B; tree beats ring below {n_cross:.0f} B at K 
 #    torch's all-reduce at each size in `PROC_SIZES`, with `perf.measure` (warm-up, then `REPEATS`
 #    timed calls, median).
 
-# %%
+# %% tags=["slide"]
 def production_check(comm, sizes, repeats):
     import numpy as np
     import torch
@@ -617,7 +617,7 @@ else:
 # whom. (On real processes the same bug shows up as a hang until the timeout: another reason every run
 # here has one.)
 
-# %%
+# %% tags=["slide-code"]
 def receive_first(comm, x):
     K, r = comm.size, comm.rank
     got = comm.recv((r - 1) % K)  # everyone waits for the left neighbour...
@@ -721,7 +721,7 @@ assert slow.sim_time - even.sim_time >= 2e-3 * (1 - 1e-9)
 # $E = 2\frac{K-1}{K}n\beta \,/\, T$ is the fraction of link time spent moving bytes that had to move
 # (NCCL's tests report the same idea as "busbw"). Speedup here is the naive time over each algorithm's.
 
-# %%
+# %% tags=["slide"]
 nbytes = 4 * P
 print(f"K = {K}, n = {nbytes} B per rank, alpha = {ALPHA:g} s, beta = {BETA:g} s/B")
 print(f"{'algorithm':>20} {'msgs/rank':>10} {'bytes/rank':>12} {'/ floor':>8} {'sim ms':>9} "

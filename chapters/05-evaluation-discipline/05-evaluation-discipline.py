@@ -277,7 +277,7 @@ print(f"{os.cpu_count()} cores on this machine; weights agree across K")
 # the measurement says how much of it the network and the neighbours take. The next cell says which K
 # of this sweep had a core each.
 
-# %%
+# %% tags=["slide"]
 cores = os.cpu_count() or 1
 for K in PROCESS_K:
     fits = "one core per process" if K <= cores else f"{K} processes on {cores} cores: oversubscribed"
@@ -360,7 +360,7 @@ print(whatif[["K", "metrics.step_time", "metrics.speedup", "metrics.efficiency",
 # * **A silent failure.** A run that raised must not look like a fast run. `capstone.track` marks it
 #   FAILED in MLflow with the error, as the check below shows; a report must filter on the status.
 
-# %%
+# %% tags=["slide-code"]
 try:
     with capstone.track(None, experiment="ch05-failures", uri=URI, startup_time=0.0):
         raise FloatingPointError("loss is NaN at step 3")

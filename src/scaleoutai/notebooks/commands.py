@@ -112,7 +112,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``notebooks`` (build, run, list) and ``lab`` to the ``scaleout`` command."""
+    """Add ``notebooks`` (build, run, list), ``release``, ``lab`` and ``slides`` to the ``scaleout`` command."""
     nb = subparsers.add_parser("notebooks", help="build and execute the chapter notebooks")
     sub = nb.add_subparsers(dest="notebooks_command", metavar="ACTION")
     sub.required = True
@@ -147,3 +147,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lab.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: first free from 8888)")
     lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
     lab.set_defaults(func=cmd_lab)
+
+    from .slides import add_parser as add_slides  # `scaleout slides CHAPTER` (issue 21); light to import
+
+    add_slides(subparsers)
