@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from _common import machine
+from scaleoutai import datasets
 from scaleoutai.serving import llm
 from scaleoutai.serving.decoder import decoder_init
 
@@ -34,7 +35,7 @@ def main() -> None:
     if a.smoke:
         a.requests, a.check = 40, True
     params = decoder_init(vocab=256, d_model=64, n_heads=4, n_layers=2, d_ff=256, max_len=256, seed=0)
-    trace = llm.make_trace(a.requests, a.rate, (8, 64), (8, 128), vocab=256, seed=1)
+    trace = datasets.request_trace(a.requests, a.rate, (8, 64), (8, 128), vocab=256, seed=1)
     print(f"# LLM serving: {a.requests} requests at {a.rate}/iteration, prompts 8-64, outputs 8-128 tokens, "
           f"{a.blocks} blocks of {a.block_size}, max batch {a.max_batch}; {machine()}")
     print(f"{'policy':>10s} {'iters':>6s} {'tok/iter':>8s} {'tok/s model':>11s} {'p99 s model':>11s} "

@@ -4,7 +4,7 @@
 Part 1 (needs root and slurm-wlm; skipped with the reason otherwise): the chapter's 5-job set on a
 private one-node Slurm (8 CPUs, sched/backfill, bf_interval=1), start order and waits compared with our
 FIFO, EASY and conservative backfill (pairwise start-order agreement; mean |start difference|).
-Part 2: ``generate_trace(N, capacity=128, load)``; per policy, the simulator's speed (jobs per second,
+Part 2: ``datasets.job_trace(N, capacity=128, load)``; per policy, the simulator's speed (jobs per second,
 best of ``--repeat``), utilisation, mean wait, mean bounded slowdown (tau = 10 s), fragmentation.
 Usage: python benchmarks/bench_scheduling.py [--quick] [--jobs 10000] [--load 0.85] [--no-slurm]
 """
@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from _common import machine
+from scaleoutai import datasets
 from scaleoutai.infra import sched_metrics as sm
 from scaleoutai.infra import scheduling as sc
 from scaleoutai.infra import slurm_compare as sl
@@ -44,7 +45,7 @@ def slurm_part() -> None:
 
 
 def policy_part(n: int, load: float, repeat: int) -> None:
-    tr = sc.generate_trace(n, capacity=128, load=load, seed=1)
+    tr = datasets.job_trace(n, capacity=128, load=load, seed=1)
     print(f"\n{n} jobs, 128 nodes, offered load {load}, seed 1")
     print(f"{'policy':12s} {'jobs/s':>9s} {'util':>5s} {'mean wait h':>11s} {'mean bsld':>10s} {'frag':>5s}")
     for policy in ("fifo", "easy", "conservative", "gang"):

@@ -14,7 +14,7 @@ import argparse
 import numpy as np
 
 from _common import machine
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.collectives import block_range
 from scaleoutai.data import mapreduce as mr
 
@@ -33,7 +33,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.smoke:
         a.lines = 1_000
-    lines = mr.zipf_lines(a.lines, words_per_line=10, vocab=a.vocab, seed=0)
+    lines = datasets.zipf_lines(a.lines, words_per_line=10, vocab=a.vocab, seed=0)
     print(f"# shuffle bytes per rank, word count of {a.lines} lines (vocab {a.vocab}); simulator; {machine()}")
     print(f"{'K':>2s} {'combiner':>8s} {'pairs/rank':>10s} {'sent/rank':>10s} {'model':>10s} "
           f"{'meas/model':>10s} {'bytes/rank':>11s} {'model B':>11s} {'meas/model':>10s}")

@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from _common import machine
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.data import streaming as st
 from scaleoutai.data import streaming_sinks as ss
 from scaleoutai.data.spark import JAVA_HINT, have_java, local_spark
 
 
-def ours(events: st.Events, batch: int, size: int, slide: int, delta: int, K: int) -> tuple[float, st.Table]:
+def ours(events: datasets.Events, batch: int, size: int, slide: int, delta: int, K: int) -> tuple[float, st.Table]:
     t = time.perf_counter()
     res = cluster.run(st.run_windows, K, args=(events, batch, size, slide, delta), timeout=600)
     return time.perf_counter() - t, st.merge_tables([v.table() for v in res.values])
@@ -45,7 +45,7 @@ def main() -> None:
         a.events, a.repeats = 20_000, 1
     if not have_java():
         raise SystemExit(JAVA_HINT)
-    events = st.generate_events(a.events, keys=a.keys, rate=10_000.0, disorder_ms=300, lateness=0.05, late_ms=3_000)
+    events = datasets.generate_events(a.events, keys=a.keys, rate=10_000.0, disorder_ms=300, lateness=0.05, late_ms=3_000)
     batch = -(-a.events // a.batches)
     work = Path(tempfile.mkdtemp(prefix="bench-streaming-"))
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """Vector search (Chapter 25): our IVF, HNSW and PQ beside FAISS's, recall@10 and queries/s in one run.
 
-Data: a mixture of 64 overlapping Gaussians (``vectors.vector_data``), base and queries from the same
+Data: a mixture of 64 overlapping Gaussians (``datasets.vector_data``), base and queries from the same
 mixture. Ground truth: our exact search (checked equal to ``faiss.IndexFlatL2``). IVF: our k-means
 centroids loaded into FAISS's quantizer, so both scan the same lists at each nprobe. HNSW: M = 16,
 efConstruction = 40 on both sides, each with its own random levels (ours is pure Python, so it indexes
@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from _common import machine
+from scaleoutai import datasets
 from scaleoutai.serving import hnsw as H, ivf, vectors as V
 
 
@@ -36,7 +37,7 @@ def main() -> None:
 
     faiss.omp_set_num_threads(1)
     k = 10
-    base, queries = V.vector_data(a.base, a.queries, a.dim, clusters=64, seed=0)
+    base, queries = datasets.vector_data(a.base, a.queries, a.dim, clusters=64, seed=0)
     t0 = time.perf_counter()
     D, I = V.knn(queries, base, k)
     t_exact = time.perf_counter() - t0

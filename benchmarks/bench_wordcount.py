@@ -1,6 +1,6 @@
 """Word count over generated text: our MapReduce on real processes (K = 1, 2) beside PySpark (local[2]).
 
-The text is ``mapreduce.zipf_lines`` (seeded, Zipf word frequencies; generation is not timed), cut into
+The text is ``datasets.zipf_lines`` (seeded, Zipf word frequencies; generation is not timed), cut into
 records of ``--lines-per-record`` lines as a file system cuts input splits. Ours: ``run_mapreduce`` with
 a mapper that counts the words of its record (in-mapper combining) and the sum as combiner and reducer,
 on ``cluster.run(backend="process")``; the job time is measured inside the workers, from a barrier after
@@ -17,7 +17,7 @@ import time
 from collections import Counter
 
 from _common import machine
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.data import mapreduce as mr
 from scaleoutai.data.spark import JAVA_HINT, have_java, local_spark
 
@@ -55,7 +55,7 @@ def main() -> None:
     if not have_java():
         raise SystemExit(JAVA_HINT)
     n_lines = int(a.mb * 1e6 / 42.4)  # zipf_lines averages about 42 bytes a line at 10 words
-    lines = mr.zipf_lines(n_lines, words_per_line=10, vocab=a.vocab, seed=0)
+    lines = datasets.zipf_lines(n_lines, words_per_line=10, vocab=a.vocab, seed=0)
     size = sum(len(s) + 1 for s in lines)
     records = ["\n".join(lines[i:i + a.lines_per_record]) for i in range(0, len(lines), a.lines_per_record)]
     print(f"# word count, {size / 1e6:.1f} MB, {len(lines)} lines, {len(records)} records; {machine()}")

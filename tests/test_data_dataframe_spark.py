@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.data import mapreduce as mr
 from scaleoutai.data.spark import COMPARABLE_PLANS, JAVA_HINT, have_java, local_spark
 from scaleoutai.data.dataframe import DataFrame, assert_frame_close, col, reference_query, sort_rows
@@ -96,7 +96,7 @@ def test_spark_gives_our_rows_and_our_stage_count_for_every_query(spark):
 
 
 def test_spark_rdd_word_count_equals_the_mapreduce_reference(spark):
-    lines = mr.zipf_lines(500, words_per_line=8, vocab=200, seed=5)
+    lines = datasets.zipf_lines(500, words_per_line=8, vocab=200, seed=5)
     counts = dict(spark.sparkContext.parallelize(lines, 2).flatMap(str.split).map(lambda w: (w, 1))
                   .reduceByKey(lambda a, b: a + b).collect())
     assert counts == mr.reference_mapreduce(lines, mr.word_count_mapper, mr.sum_reducer)

@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.collectives import block_range
 from scaleoutai.data import mapreduce as mr
 
 KS = [1, 2, 3, 5, 8, 13]  # 13 > the 7 records of SMALL: some ranks map nothing
-LINES = mr.zipf_lines(60, words_per_line=6, vocab=40, seed=1)
+LINES = datasets.zipf_lines(60, words_per_line=6, vocab=40, seed=1)
 SMALL = LINES[:7]
 
 
@@ -104,7 +104,7 @@ def test_word_count_on_real_processes_equals_the_sequential_job(K):
 
 @pytest.mark.parametrize("call, message", [
     (lambda: mr.join_mapper(("X", 1, "row")), "join rows are"),
-    (lambda: mr.zipf_lines(-1), "n_lines >= 0"),
+    (lambda: datasets.zipf_lines(-1), "n_lines >= 0"),
     (lambda: mr.shuffle_fraction(0), "K must be >= 1"),
 ])
 def test_bad_input_is_a_clear_error(call, message):
@@ -131,7 +131,7 @@ def test_a_straggler_sets_the_job_time_on_the_simulator():
 
 from scaleoutai.data import mapreduce_tasks as mt  # noqa: E402
 
-TASK_LINES = mr.zipf_lines(120, words_per_line=5, vocab=30, seed=2)
+TASK_LINES = datasets.zipf_lines(120, words_per_line=5, vocab=30, seed=2)
 
 
 def task_job(records, backups=True, tasks=None, combiner=None, partitions=None, map_seconds=1e-3):

@@ -6,13 +6,14 @@ import shutil
 import numpy as np
 import pytest
 
+from scaleoutai import datasets
 from scaleoutai.data import streaming as st
 from scaleoutai.data import streaming_sinks as ss
 from scaleoutai.data.broker import INSTALL_HINT, redis_server
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason=INSTALL_HINT)
 
-EVENTS = st.generate_events(1_200, keys=5, rate=1000.0, disorder_ms=200, lateness=0.08, late_ms=1_500, seed=9)
+EVENTS = datasets.generate_events(1_200, keys=5, rate=1000.0, disorder_ms=200, lateness=0.08, late_ms=1_500, seed=9)
 SIZE, SLIDE, LATE, BATCH = 1000, 500, 400, 100
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.data import sampler as sp
 from scaleoutai.data import storage as st
 
@@ -60,7 +60,7 @@ def test_naive_owners_is_hash_mod_n_and_bad_input_is_named():
 
 @pytest.mark.parametrize("n,shards", [(100, 1), (100, 7), (5, 8), (257, 16)])
 def test_sharded_files_return_every_record_by_global_index(tmp_path, n, shards):
-    records = st.make_records(n, seed=2, min_len=1, max_len=40)
+    records = datasets.make_records(n, seed=2, min_len=1, max_len=40)
     ds = st.write_sharded(tmp_path, records, shards)
     reader = st.BlockReader(ds, block_bytes=64)
     for i in np.random.default_rng(0).permutation(n):
@@ -70,7 +70,7 @@ def test_sharded_files_return_every_record_by_global_index(tmp_path, n, shards):
 
 
 def test_read_amplification_is_one_sequentially_and_about_block_over_record_at_random(tmp_path):
-    records = st.make_records(400, seed=1, min_len=100, max_len=100)  # 400-byte records
+    records = datasets.make_records(400, seed=1, min_len=100, max_len=100)  # 400-byte records
     ds = st.write_sharded(tmp_path, records, 4)
     assert st.read_amplification(ds, range(400), 4096) == pytest.approx(1.0)
     random = np.random.default_rng(3).permutation(400)
@@ -82,7 +82,7 @@ def test_read_amplification_is_one_sequentially_and_about_block_over_record_at_r
 
 @pytest.mark.parametrize("K", [1, 2, 3, 5, 8, 12])
 def test_ranks_load_their_sampler_indices_from_the_shard_files(tmp_path, K):
-    records = st.make_records(10, seed=5, min_len=3, max_len=9)
+    records = datasets.make_records(10, seed=5, min_len=3, max_len=9)
     st.write_sharded(tmp_path, records, 3)
     res = cluster.run(st.run_loader, K, args=(str(tmp_path), 2, 7), timeout=60)
     for r, (mine, got, stats) in enumerate(res.values):
@@ -95,7 +95,7 @@ def test_ranks_load_their_sampler_indices_from_the_shard_files(tmp_path, K):
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_loader_on_real_processes_reads_the_same_records(tmp_path):
-    records = st.make_records(21, seed=5)
+    records = datasets.make_records(21, seed=5)
     st.write_sharded(tmp_path, records, 4)
     res = cluster.run(st.run_loader, 2, backend="process", args=(str(tmp_path), 1, 0, True), timeout=90, quiet=True)
     for r, (mine, got, _) in enumerate(res.values):

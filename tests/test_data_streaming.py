@@ -6,14 +6,14 @@ import os
 import numpy as np
 import pytest
 
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.data import streaming as st
 from scaleoutai.data import streaming_sgd as sg
 from scaleoutai.data import streaming_sinks as ss
 
 KS = [1, 2, 3, 5, 8]
 KEYS = 5
-EVENTS = st.generate_events(1_500, keys=KEYS, rate=1000.0, disorder_ms=200, lateness=0.08, late_ms=1_500, seed=4)
+EVENTS = datasets.generate_events(1_500, keys=KEYS, rate=1000.0, disorder_ms=200, lateness=0.08, late_ms=1_500, seed=4)
 SHAPES = [(1000, 1000), (1000, 300), (800, 400)]  # tumbling, sliding with size % slide != 0, sliding
 
 
@@ -38,7 +38,7 @@ def test_watermarks_and_late_drops_follow_the_hand_computed_example():
     # 125 s gives W_2 = 115 s. Batch 2: 105 s is judged against W_1 = 91 s (kept) and [100, 110) is
     # emitted with W_2. Batch 3: 109 s is judged against W_2 = 115 s (dropped); 112 s opens [110, 120),
     # which the last watermark (116 s) never closes.
-    ev = st.Events([100_000, 101_000, 85_000, 125_000, 105_000, 126_000, 109_000, 112_000],
+    ev = datasets.Events([100_000, 101_000, 85_000, 125_000, 105_000, 126_000, 109_000, 112_000],
                    [1] * 8, [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0])
     assert st.batch_watermarks(ev, 2, 10_000).tolist() == [0, 91_000, 115_000, 116_000, 116_000]
     ref = st.reference_windows(ev, 10_000, lateness=10_000, batch_size=2)
@@ -105,13 +105,13 @@ def test_bad_input_is_one_readable_error():
     with pytest.raises(ValueError, match="slide <= size"):
         st.assign_windows(np.array([1]), 100, 200)
     with pytest.raises(ValueError, match=">= 0"):
-        st.Events([-1], [0], [0.0])
+        datasets.Events([-1], [0], [0.0])
     with pytest.raises(ValueError, match="batch_size"):
         st.reference_windows(EVENTS, 100, lateness=10)
     with pytest.raises(cluster.RankError, match="watermark policy 'median'"):
         cluster.run(st.run_windows, 1, args=(EVENTS[:10], 5, 100, None, 0), kwargs={"policy": "median"})
     with pytest.raises(ValueError, match="lateness"):
-        st.generate_events(10, lateness=2.0)
+        datasets.generate_events(10, lateness=2.0)
 
 
 @pytest.mark.slow
@@ -188,7 +188,7 @@ def test_crash_and_resume_on_processes(tmp_path):
 
 # --- online SGD ----------------------------------------------------------------------------------
 
-X, Y, W = sg.drifting_regression(150, 24, dim=3, drift=0.03, noise=0.1, seed=1)
+X, Y, W = datasets.drifting_regression(150, 24, dim=3, drift=0.03, noise=0.1, seed=1)
 
 
 @pytest.mark.parametrize("K", KS + [30])  # 30 > 24 rows per batch: some ranks hold none
@@ -209,7 +209,7 @@ def test_online_sgd_tracks_drift_while_the_stale_model_degrades():
 
 
 def test_without_drift_the_stale_model_stays_good():
-    X0, Y0, _ = sg.drifting_regression(150, 24, dim=3, drift=0.0, noise=0.1, seed=1)
+    X0, Y0, _ = datasets.drifting_regression(150, 24, dim=3, drift=0.0, noise=0.1, seed=1)
     stale = sg.batch_errors(sg.stale_model(X0, Y0, batches=5), X0, Y0)
     assert stale[-30:].mean() < 2 * 0.1 ** 2
 

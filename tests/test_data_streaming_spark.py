@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.data import streaming as st
 from scaleoutai.data import streaming_sinks as ss
 from scaleoutai.data.spark import JAVA_HINT, have_java, local_spark
@@ -21,7 +21,7 @@ def spark():
         session.stop()
 
 
-EVENTS = st.generate_events(2_400, keys=5, rate=1000.0, disorder_ms=200, lateness=0.08, late_ms=1_500, seed=7)
+EVENTS = datasets.generate_events(2_400, keys=5, rate=1000.0, disorder_ms=200, lateness=0.08, late_ms=1_500, seed=7)
 
 
 @pytest.mark.parametrize("size,slide,lateness", [(1000, 1000, 300), (1000, 300, 500)])
@@ -40,7 +40,7 @@ def test_spark_structured_streaming_equals_our_windows(spark, tmp_path, size, sl
 
 def test_late_data_rule_differs_from_dropping_against_the_current_watermark(spark, tmp_path):
     # 85 s arrives when W = 91 s, but Spark judges it against the previous watermark (0) and keeps it
-    ev = st.Events([100_000, 101_000, 85_000, 125_000], [1] * 4, [1.0] * 4)
+    ev = datasets.Events([100_000, 101_000, 85_000, 125_000], [1] * 4, [1.0] * 4)
     ss.write_batch_files(ev, 2, str(tmp_path / "in"))
     got = ss.spark_windows(spark, str(tmp_path / "in"), 10_000, None, 10_000, str(tmp_path / "ckpt"), timeout=120)
     assert got.table == {(80_000, 1): (1, 1.0), (100_000, 1): (2, 2.0)}

@@ -118,16 +118,16 @@ def test_int8_activations_send_four_times_fewer_bytes(params):
 
 
 def test_markov_link_is_a_pure_function_of_the_seed_and_stays_at_the_given_rate():
-    s1, bw1 = off.markov_link([1e4, 1e5, 1e6], 5000, stay=0.8, seed=7)
-    s2, bw2 = off.markov_link([1e4, 1e5, 1e6], 5000, stay=0.8, seed=7)
+    s1, bw1 = datasets.markov_link([1e4, 1e5, 1e6], 5000, stay=0.8, seed=7)
+    s2, bw2 = datasets.markov_link([1e4, 1e5, 1e6], 5000, stay=0.8, seed=7)
     assert np.array_equal(s1, s2) and np.array_equal(bw1, bw2) and set(s1) == {0, 1, 2}
     assert abs(np.mean(s1[1:] == s1[:-1]) - 0.8) < 0.03
     assert np.all(np.abs(np.diff(s1)) <= 1)  # neighbouring states only
-    assert not np.array_equal(s1, off.markov_link([1e4, 1e5, 1e6], 5000, stay=0.8, seed=8)[0])
+    assert not np.array_equal(s1, datasets.markov_link([1e4, 1e5, 1e6], 5000, stay=0.8, seed=8)[0])
 
 
 def test_oracle_is_never_slower_than_any_policy_and_threshold_acts_on_the_last_measurement():
-    _, trace = off.markov_link([3e3, 3e4, 3e5, 3e6], 400, stay=0.7, seed=2)
+    _, trace = datasets.markov_link([3e3, 3e4, 3e5, 3e6], 400, stay=0.7, seed=2)
     args = (trace, SIZES, 16, 1e6, 1e9, 1e-3)
     runs = {pol: off.simulate_offloading(pol, *args, threshold=1e5) for pol in off.POLICIES}
     for pol in off.POLICIES:
@@ -171,7 +171,7 @@ def test_bad_inputs_are_one_clear_value_error(params):
     with pytest.raises(ValueError, match="offloading policy"):
         off.choose_cut("random", SIZES, 1, 1.0, 1.0, 1.0, 1.0, 0.0)
     with pytest.raises(ValueError, match="positive bytes per second"):
-        off.markov_link([0.0, 1.0], 10)
+        datasets.markov_link([0.0, 1.0], 10)
     with pytest.raises(ValueError, match="qmax"):
         edge.quantize_per_channel(np.ones((2, 2)), 200)
 

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.infra import sched_metrics as sm
 from scaleoutai.infra import sched_policies as sp
 from scaleoutai.infra import scheduling as sc
@@ -17,8 +17,8 @@ from scaleoutai.infra import slurm_compare as sl
 SEEDS = range(25)
 
 
-def _small(seed: int, capacity: int) -> sc.Trace:
-    return sc.generate_trace(30, capacity=capacity, load=1.3, seed=seed, min_runtime=1, max_runtime=30,
+def _small(seed: int, capacity: int) -> datasets.JobTrace:
+    return datasets.job_trace(30, capacity=capacity, load=1.3, seed=seed, min_runtime=1, max_runtime=30,
                              estimate_unit=1)
 
 
@@ -69,7 +69,7 @@ def test_event_simulator_matches_the_time_stepping_reference_for_fifo_and_easy(c
 def test_no_oversubscription_each_job_runs_once_and_reservations_never_move_later(policy):
     for seed in SEEDS:
         cap = (4, 7, 16, 32)[seed % 4]
-        tr = sc.generate_trace(60, capacity=cap, load=1.1, seed=seed, min_runtime=1, max_runtime=500,
+        tr = datasets.job_trace(60, capacity=cap, load=1.1, seed=seed, min_runtime=1, max_runtime=500,
                                estimate_unit=7)
         s = sc.simulate(tr, cap, policy)
         assert sm.violations(tr, s) == [], (policy, seed)
@@ -80,7 +80,7 @@ def test_no_oversubscription_each_job_runs_once_and_reservations_never_move_late
 
 
 def test_fifo_starts_in_arrival_order_and_backfill_never_does_worse_on_the_mean_wait_here():
-    tr = sc.generate_trace(2000, capacity=64, load=0.9, seed=3)
+    tr = datasets.job_trace(2000, capacity=64, load=0.9, seed=3)
     f, e, c = (sc.simulate(tr, 64, p) for p in ("fifo", "easy", "conservative"))
     assert np.all(np.diff(f.start) >= 0)
     mf, me, mc = (sm.metrics(tr, s) for s in (f, e, c))
@@ -95,7 +95,7 @@ def test_violations_catches_a_broken_schedule():
 
 
 def test_simulator_processes_tens_of_thousands_of_jobs_per_second_for_fifo_and_easy():
-    tr = sc.generate_trace(10_000, capacity=128, load=0.9, seed=1)
+    tr = datasets.job_trace(10_000, capacity=128, load=0.9, seed=1)
     for policy in ("fifo", "easy"):
         t = time.perf_counter()
         s = sc.simulate(tr, 128, policy)
@@ -104,7 +104,7 @@ def test_simulator_processes_tens_of_thousands_of_jobs_per_second_for_fifo_and_e
 
 
 def test_trace_generation_is_a_pure_function_of_the_seed_and_estimates_cover_runtimes():
-    a, b, c = (sc.generate_trace(500, seed=s) for s in (7, 7, 8))
+    a, b, c = (datasets.job_trace(500, seed=s) for s in (7, 7, 8))
     assert all(np.array_equal(x, y) for x, y in zip(a.__dict__.values(), b.__dict__.values()))
     assert not np.array_equal(a.runtime, c.runtime)
     assert np.all(a.estimate >= a.runtime) and np.all(np.diff(a.submit) >= 0) and a.size.max() <= 128

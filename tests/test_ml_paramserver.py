@@ -4,14 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.collectives import block_bounds, block_range
 from scaleoutai.errors import RankError
 from scaleoutai.ml import paramserver as ps
 from scaleoutai.ml.paramserver_server import HEADER, shard_keys
 
 U, I, D = 30, 90, 4
-USERS, ITEMS, R = ps.ratings(U, I, 800, seed=3)
+USERS, ITEMS, R = datasets.low_rank_ratings(U, I, 800, seed=3)
 TOL = {np.float64: 1e-12, np.float32: 2e-5}
 
 
@@ -39,7 +39,7 @@ def test_bsp_equals_reference_for_each_dtype_and_server_optimizer(dtype, optimiz
 
 
 def test_more_workers_than_examples_and_more_servers_than_rows():
-    users, items, r = ps.ratings(2, 3, 40, seed=1)  # 5 rows in the table
+    users, items, r = datasets.low_rank_ratings(2, 3, 40, seed=1)  # 5 rows in the table
     ref, _ = ps.reference_train(5, 2, users, items, r, 2, 3, 5, 1.0)
     res = ps.run_paramserver(users, items, r, 2, 3, 2, servers=7, workers=4, batch=3, steps=5, lr=1.0)
     np.testing.assert_allclose(res.table, ref, atol=1e-12)
@@ -107,7 +107,7 @@ def test_a_crash_without_replicas_fails_loudly():
 
 
 def test_range_sharding_puts_hot_ids_on_one_server_and_hash_spreads_them():
-    users, items, r = ps.ratings(50, 2000, 4000, popularity=1.2, seed=0)
+    users, items, r = datasets.low_rank_ratings(50, 2000, 4000, popularity=1.2, seed=0)
     load = {}
     for sharding in ("range", "hash"):
         res = ps.run_paramserver(users, items, r, 50, 2000, 2, servers=4, workers=2, batch=64, steps=10,

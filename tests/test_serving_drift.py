@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from scaleoutai.datasets import shifted_stream
 from scaleoutai.serving.drift import (DriftMonitor, detection_delay, false_alarm_rate, fleet_psi, ks_statistic, ks_threshold,
-                                      naive_ks, psi, shifted_stream)
+                                      naive_ks, psi)
 
 
 @pytest.mark.parametrize("n,m,shift", [(1, 1, 0.0), (7, 3, 0.3), (200, 50, 1.0), (500, 500, 0.0)])

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from scaleoutai import datasets
 from scaleoutai.serving import hnsw as H, vectors as V
 
 faiss = pytest.importorskip("faiss")
@@ -9,7 +10,7 @@ faiss = pytest.importorskip("faiss")
 
 @pytest.fixture(scope="module")
 def data():
-    base, q = V.vector_data(1500, 100, 32, seed=0)
+    base, q = datasets.vector_data(1500, 100, 32, seed=0)
     return base, q, V.knn(q, base, 10)[1], H.hnsw_build(base, M=8, ef_construction=40, seed=0)
 
 

@@ -6,12 +6,13 @@ import os
 import numpy as np
 import pytest
 
+from scaleoutai import datasets
 from scaleoutai.serving import llm
 from scaleoutai.serving.decoder import decoder_forward, decoder_init
 
 PARAMS = {dt: decoder_init(vocab=48, d_model=24, n_heads=3, n_layers=2, d_ff=48, max_len=64, seed=7, dtype=dt)
           for dt in (np.float32, np.float64)}
-TRACE = llm.make_trace(10, 0.6, (2, 14), (1, 12), vocab=48, shared_prefix=6, seed=3)
+TRACE = datasets.request_trace(10, 0.6, (2, 14), (1, 12), vocab=48, shared_prefix=6, seed=3)
 REF = {dt: llm.reference_outputs(p, TRACE) for dt, p in PARAMS.items()}
 
 
@@ -43,7 +44,7 @@ def test_any_arrival_order_gives_the_same_tokens():
     rng = np.random.default_rng(0)
     for _ in range(3):
         arrivals = rng.permutation([r.arrival for r in TRACE])
-        shuffled = [llm.Request(r.id, int(a), r.prompt, r.max_new) for r, a in zip(TRACE, arrivals)]
+        shuffled = [datasets.Request(r.id, int(a), r.prompt, r.max_new) for r, a in zip(TRACE, arrivals)]
         assert llm.serve(p, shuffled, num_blocks=12, block_size=4).outputs == REF[np.float64]
 
 
@@ -56,7 +57,7 @@ def test_more_blocks_than_needed_and_more_requests_than_the_batch():
 
 def test_continuous_batching_needs_fewer_iterations_and_has_a_lower_tail_than_static():
     p = PARAMS[np.float64]
-    trace = llm.make_trace(40, 1.0, (2, 8), (1, 30), vocab=48, seed=11)
+    trace = datasets.request_trace(40, 1.0, (2, 8), (1, 30), vocab=48, seed=11)
     cont = llm.serve(p, trace, num_blocks=200, block_size=4, max_batch=8)
     stat = llm.serve(p, trace, num_blocks=200, block_size=4, max_batch=8, policy="static")
     assert cont.outputs == stat.outputs
@@ -81,7 +82,7 @@ def test_paged_memory_waste_is_below_one_block_per_request_and_far_below_contigu
 
 def test_prefix_sharing_saves_blocks_and_prefill_work():
     p = PARAMS[np.float64]
-    trace = llm.make_trace(12, 0.5, (2, 6), (2, 6), vocab=48, shared_prefix=16, seed=5)
+    trace = datasets.request_trace(12, 0.5, (2, 6), (2, 6), vocab=48, shared_prefix=16, seed=5)
     plain = llm.serve(p, trace, num_blocks=200, block_size=4, max_batch=12, prefill_chunk=4)
     shared = llm.serve(p, trace, num_blocks=200, block_size=4, max_batch=12, prefill_chunk=4, prefix_sharing=True)
     assert shared.outputs == plain.outputs == llm.reference_outputs(p, trace)
@@ -92,8 +93,8 @@ def test_prefix_sharing_saves_blocks_and_prefill_work():
 
 def test_whole_prompt_prefill_makes_iterations_uneven_and_chunking_bounds_them():
     p = PARAMS[np.float64]
-    trace = llm.make_trace(8, 0.5, (2, 4), (8, 12), vocab=48, seed=2)
-    trace.append(llm.Request(99, 3, np.arange(40) % 48, 4))  # one long prompt arrives while others decode
+    trace = datasets.request_trace(8, 0.5, (2, 4), (8, 12), vocab=48, seed=2)
+    trace.append(datasets.Request(99, 3, np.arange(40) % 48, 4))  # one long prompt arrives while others decode
     ref = llm.reference_outputs(p, trace)
     whole = llm.serve(p, trace, num_blocks=100, block_size=4, prefill_chunk=None)
     chunked = llm.serve(p, trace, num_blocks=100, block_size=4, prefill_chunk=4)
@@ -111,7 +112,7 @@ def test_bad_arguments_are_one_clear_error():
     with pytest.raises(ValueError, match="prefill_chunk"):
         llm.serve(p, TRACE, 10, 4, prefill_chunk=0)
     with pytest.raises(ValueError, match="rate > 0"):
-        llm.make_trace(3, 0.0)
+        datasets.request_trace(3, 0.0)
 
 
 # -- the production library: transformers' continuous batching with its paged cache -------------

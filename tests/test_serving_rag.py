@@ -4,19 +4,20 @@ import os
 import numpy as np
 import pytest
 
+from scaleoutai import datasets
 from scaleoutai.serving import rag
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    return rag.make_corpus(40, facts_per_passage=3, seed=0)
+    return datasets.make_corpus(40, facts_per_passage=3, seed=0)
 
 
 def test_corpus_is_deterministic_and_every_fact_is_in_its_gold_passage(corpus):
-    again = rag.make_corpus(40, facts_per_passage=3, seed=0)
+    again = datasets.make_corpus(40, facts_per_passage=3, seed=0)
     assert again.passages == corpus.passages and again.questions == corpus.questions
-    assert rag.make_corpus(40, seed=1).passages != corpus.passages
-    assert len(corpus.questions) == 40 * len(rag.RELATIONS) and len(corpus.passages) == -(-200 // 3)
+    assert datasets.make_corpus(40, seed=1).passages != corpus.passages
+    assert len(corpus.questions) == 40 * len(datasets.RELATIONS) and len(corpus.passages) == -(-200 // 3)
     for q, a, g in zip(corpus.questions, corpus.answers, corpus.gold):
         assert a in corpus.passages[g]
         assert rag.read_answer(q, [corpus.passages[g]]) == a

@@ -2,12 +2,13 @@
 import numpy as np
 import pytest
 
+from scaleoutai import datasets
 from scaleoutai.serving import replicas as rp
 
 
 def _load(n, c, rho, mu=1.0, dist="exp", seed=0):
     lam = rho * c * mu
-    return rp.poisson_arrivals(n, lam, seed=seed), rp.service_times(n, 1.0 / mu, dist=dist, seed=seed + 1), lam
+    return datasets.poisson_arrivals(n, lam, seed=seed), datasets.service_times(n, 1.0 / mu, dist=dist, seed=seed + 1), lam
 
 
 @pytest.mark.parametrize("rho", [0.5, 0.8])
@@ -52,7 +53,7 @@ def test_one_replica_with_constant_service_is_a_deterministic_queue():
 
 def test_hedging_cuts_the_tail_of_a_slow_replica_for_a_little_extra_work():
     arr, svc, _ = _load(50_000, 4, 0.2, seed=5)   # replica 0 at 4x slower still keeps up (load 0.8)
-    extra = rp.service_times(50_000, 1.0, seed=99)
+    extra = datasets.service_times(50_000, 1.0, seed=99)
     plain = rp.simulate(arr, svc, 4, "round_robin", slow={0: 4.0})
     hedged = rp.simulate(arr, svc, 4, "round_robin", slow={0: 4.0}, hedge_after=3.0, hedge_services=extra)
     assert hedged.percentile(99) < 0.5 * plain.percentile(99)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.serving import ivf, vectors as V
 
 faiss = pytest.importorskip("faiss")
@@ -40,7 +40,7 @@ def test_order_rule_breaks_ties_by_the_smaller_id_and_pads_short_answers():
 
 
 def test_knn_equals_faiss_flat_l2_and_ip():
-    base, q = V.vector_data(3000, 50, 32, seed=3)
+    base, q = datasets.vector_data(3000, 50, 32, seed=3)
     D, I = V.knn(q, base, 10)
     index = faiss.IndexFlatL2(32)
     index.add(base)
@@ -69,7 +69,7 @@ def test_sharded_topk_equals_brute_force_for_every_K_with_ties(merge, metric, dt
 
 
 def test_each_shard_sends_exactly_k_entries_per_query_measured():
-    base, q = V.vector_data(1000, 30, 16, seed=4)
+    base, q = datasets.vector_data(1000, 30, 16, seed=4)
     k = 10
     for K in (2, 5, 8):
         _, _, res = V.run_sharded_knn(q, base, k, K, timeout=60)
@@ -81,7 +81,7 @@ def test_each_shard_sends_exactly_k_entries_per_query_measured():
 
 
 def test_tree_merge_takes_fewer_simulated_seconds_than_the_root_merge_at_K_8():
-    base, q = V.vector_data(4000, 200, 16, seed=5)
+    base, q = datasets.vector_data(4000, 200, 16, seed=5)
     net = cluster.Network(alpha=1e-4, beta=1e-8)
     t = {m: V.run_sharded_knn(q, base, 50, 8, merge=m, network=net, timeout=60)[2].sim_time for m in ("root", "tree")}
     assert t["tree"] < t["root"]
@@ -117,7 +117,7 @@ def test_recall_at_k_counts_overlap_per_query():
 
 
 def test_kmeans_is_deterministic_and_lowers_the_error_of_its_start():
-    X, _ = V.vector_data(2000, 0, 8, clusters=10, seed=6, dtype=np.float64)
+    X, _ = datasets.vector_data(2000, 0, 8, clusters=10, seed=6, dtype=np.float64)
     C1, C2 = ivf.kmeans(X, 10, iters=15, seed=1), ivf.kmeans(X, 10, iters=15, seed=1)
     assert np.array_equal(C1, C2)
     start = ivf.kmeans(X, 10, iters=0, seed=1)
@@ -130,7 +130,7 @@ def test_kmeans_is_deterministic_and_lowers_the_error_of_its_start():
 
 
 def test_ivf_with_every_list_probed_equals_brute_force_exactly_and_recall_grows_with_nprobe():
-    base, q = V.vector_data(4000, 100, 32, seed=7)
+    base, q = datasets.vector_data(4000, 100, 32, seed=7)
     D, I = V.knn(q, base, 10)
     index = ivf.ivf_build(base, 32, iters=8)
     assert index.list_sizes().sum() == len(base)
@@ -141,7 +141,7 @@ def test_ivf_with_every_list_probed_equals_brute_force_exactly_and_recall_grows_
 
 
 def test_ivf_equals_faiss_ivfflat_with_the_same_centroids():
-    base, q = V.vector_data(6000, 200, 32, seed=8)
+    base, q = datasets.vector_data(6000, 200, 32, seed=8)
     index = ivf.ivf_build(base, 48, iters=8)
     quantizer = faiss.IndexFlatL2(32)
     quantizer.add(index.centroids)
@@ -159,7 +159,7 @@ def test_ivf_equals_faiss_ivfflat_with_the_same_centroids():
 
 
 def test_pq_adc_distance_is_the_distance_to_the_reconstruction_and_recall_grows_with_m():
-    base, q = V.vector_data(3000, 60, 32, seed=9)
+    base, q = datasets.vector_data(3000, 60, 32, seed=9)
     truth = V.knn(q, base, 10)[1]
     recalls = {}
     for m in (2, 4, 8, 16):
@@ -175,7 +175,7 @@ def test_pq_adc_distance_is_the_distance_to_the_reconstruction_and_recall_grows_
 
 
 def test_pq_recall_is_close_to_faiss_index_pq():
-    base, q = V.vector_data(4000, 100, 32, seed=10)
+    base, q = datasets.vector_data(4000, 100, 32, seed=10)
     truth = V.knn(q, base, 10)[1]
     pq = ivf.pq_train(base, 8, nbits=8, iters=10)
     ours = V.recall_at_k(ivf.pq_search(pq, ivf.pq_encode(pq, base), q, 10)[1], truth)
@@ -188,7 +188,7 @@ def test_pq_recall_is_close_to_faiss_index_pq():
 
 
 def test_pq_and_ivf_reject_bad_shapes():
-    base, q = V.vector_data(300, 5, 10, seed=11)
+    base, q = datasets.vector_data(300, 5, 10, seed=11)
     with pytest.raises(ValueError, match="divisible"):
         ivf.pq_train(base, 3)
     with pytest.raises(ValueError, match="2\\^nbits"):

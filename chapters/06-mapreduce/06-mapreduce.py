@@ -57,7 +57,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import capstone, cluster, perf
+from scaleoutai import capstone, cluster, datasets, perf
 from scaleoutai.data import mapreduce as mr
 from scaleoutai.data import mapreduce_tasks as mt
 
@@ -79,7 +79,7 @@ for K in (1, 10, 100, 1000):
 # key. The distributed job must give exactly the same dictionary. Here is word count on three lines:
 
 # %%
-lines = mr.zipf_lines(N_LINES, WORDS_PER_LINE, VOCAB, seed=SEED)
+lines = datasets.zipf_lines(N_LINES, WORDS_PER_LINE, VOCAB, seed=SEED)
 print(lines[:3])
 tiny = ["the cat sat", "the dog sat", "a cat ran"]
 print(mr.reference_mapreduce(tiny, mr.word_count_mapper, mr.sum_reducer))

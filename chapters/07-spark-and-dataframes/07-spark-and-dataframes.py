@@ -57,12 +57,12 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import capstone, cluster, perf
+from scaleoutai import capstone, cluster, datasets, perf
 from scaleoutai.data import dataframe as dfm
 from scaleoutai.data import mapreduce as mr
 from scaleoutai.data.dataframe import DataFrame, col
 
-lines = mr.zipf_lines(N_ORDERS // 20, words_per_line=10, vocab=500, seed=SEED)
+lines = datasets.zipf_lines(N_ORDERS // 20, words_per_line=10, vocab=500, seed=SEED)
 words = {"word": np.array([w for line in lines for w in line.split()])}
 
 

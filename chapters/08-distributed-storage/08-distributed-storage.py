@@ -59,7 +59,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import capstone, cluster, perf
+from scaleoutai import capstone, cluster, datasets, perf
 from scaleoutai.data import sampler as sp
 from scaleoutai.data import storage as st
 
@@ -182,7 +182,7 @@ plt.show()
 # records in memory.
 
 # %%
-records = st.make_records(N_RECORDS, seed=SEED)
+records = datasets.make_records(N_RECORDS, seed=SEED)
 workdir = Path(tempfile.mkdtemp(prefix="ch08-"))
 ds = st.write_sharded(workdir / "data", records, SHARDS)
 reader = st.BlockReader(ds, block_bytes=4096)

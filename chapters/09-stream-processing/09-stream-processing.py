@@ -70,7 +70,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import capstone, cluster, perf
+from scaleoutai import capstone, cluster, datasets, perf
 from scaleoutai.collectives import block_range
 from scaleoutai.data import streaming as st
 from scaleoutai.data import streaming_sgd as sg
@@ -97,7 +97,7 @@ for period, label in ((86_400, "nightly batch"), (60, "batch every minute over t
 # below it, and the watermark following the top of the band at distance $\delta$.
 
 # %%
-events = st.generate_events(N_EVENTS, keys=KEYS, rate=RATE, disorder_ms=DISORDER_MS, lateness=LATE_FRACTION,
+events = datasets.generate_events(N_EVENTS, keys=KEYS, rate=RATE, disorder_ms=DISORDER_MS, lateness=LATE_FRACTION,
                             late_ms=LATE_MS, seed=SEED)
 marks = st.batch_watermarks(events, BATCH, LATENESS_MS)
 reference = st.reference_windows(events, WINDOW_MS, SLIDE_MS, lateness=LATENESS_MS, batch_size=BATCH)
@@ -123,7 +123,7 @@ print(f"{N_EVENTS} events, {KEYS} keys, {len(marks) - 1} micro-batches of {BATCH
 # the same files in the same micro-batches give the same windows. On four events in batches of two:
 
 # %%
-tiny = st.Events([100_000, 101_000, 85_000, 125_000], [1, 1, 1, 1], [1.0, 2.0, 4.0, 8.0])
+tiny = datasets.Events([100_000, 101_000, 85_000, 125_000], [1, 1, 1, 1], [1.0, 2.0, 4.0, 8.0])
 print("watermarks W_0..W_2:", st.batch_watermarks(tiny, 2, 10_000).tolist())
 print("final windows:", st.reference_windows(tiny, 10_000, lateness=10_000, batch_size=2))
 print("85 s arrived with W_1 = 91 s in force, but is judged against W_0 = 0: kept, and [80, 90) closes at once")
@@ -216,7 +216,7 @@ show(ss.run_exactly_once, ss.upsert_sink, ss.naive_append_sink)
 
 # %%
 show(sg.train_online_sgd)
-X, y, W_true = sg.drifting_regression(SGD_BATCHES, SGD_ROWS, dim=4, drift=DRIFT, noise=0.1, seed=SEED)
+X, y, W_true = datasets.drifting_regression(SGD_BATCHES, SGD_ROWS, dim=4, drift=DRIFT, noise=0.1, seed=SEED)
 w_ref, online_err = sg.reference_online_sgd(X, y, LR)
 for K in KS + [SGD_ROWS + 5]:
     res = cluster.run(sg.train_online_sgd, K, args=(X, y, LR), timeout=120)
@@ -364,7 +364,7 @@ assert dropped == missing
 for delta in (LATENESS_MS // 4, LATENESS_MS, 4 * LATENESS_MS):
     got = cluster.run(st.run_windows, 2, args=(events, BATCH, WINDOW_MS, SLIDE_MS, delta), kwargs={"flush": True})
     print(f"delta = {delta:>5} ms: dropped {sum(v.dropped for v in got.values):>5} pairs")
-slow = st.generate_events(320, keys=KEYS, rate=20.0, disorder_ms=DISORDER_MS, lateness=0.0, seed=SEED)  # 16 s
+slow = datasets.generate_events(320, keys=KEYS, rate=20.0, disorder_ms=DISORDER_MS, lateness=0.0, seed=SEED)  # 16 s
 emitted_by = {}
 for policy in ("max", "min"):
     got = cluster.run(st.run_windows, 12, args=(slow, 8, WINDOW_MS, None, LATENESS_MS), kwargs={"policy": policy})
@@ -381,7 +381,7 @@ assert emitted_by["max"] > 0 and emitted_by["min"] == 0
 # pays a fixed planning and commit cost per micro-batch, so both run with larger batches here.
 
 # %%
-bench = st.generate_events(BENCH_EVENTS, keys=KEYS, rate=RATE, disorder_ms=DISORDER_MS, lateness=LATE_FRACTION,
+bench = datasets.generate_events(BENCH_EVENTS, keys=KEYS, rate=RATE, disorder_ms=DISORDER_MS, lateness=LATE_FRACTION,
                            late_ms=LATE_MS, seed=SEED + 1)
 bench_batch = max(BATCH, BENCH_EVENTS // 4)  # Spark pays a fixed cost per micro-batch
 ss.write_batch_files(bench, bench_batch, str(work / "bench"))
@@ -401,7 +401,7 @@ print(f"{BENCH_EVENTS} events in {len(st.micro_batches(bench, bench_batch))} mic
 
 # %%
 emitted = [(b, s) for v in run_sliding for b, s, *_ in v.rows]
-arrival_base = 2 * LATE_MS + DISORDER_MS  # arrival time of the first event (generate_events)
+arrival_base = 2 * LATE_MS + DISORDER_MS  # arrival time of the first event (datasets.generate_events)
 lat = np.array([arrival_base + (min((b + 1) * BATCH, N_EVENTS) - 1) * 1000.0 / RATE - (s + WINDOW_MS)
                 for b, s in emitted])
 print(f"latency from window end to result, in stream time: median {np.median(lat):.0f} ms, max {lat.max():.0f} ms "

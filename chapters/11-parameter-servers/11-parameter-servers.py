@@ -67,7 +67,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import capstone, cluster, perf
+from scaleoutai import capstone, cluster, datasets, perf
 from scaleoutai.collectives import block_range
 from scaleoutai.ml import paramserver as ps
 
@@ -90,7 +90,7 @@ for rows in (1e6, 1e8, 1e9):
 # The **reference** trains on one machine with the whole table and the same batches.
 
 # %%
-users, items, r = ps.ratings(N_USERS, N_ITEMS, N_RATINGS, seed=SEED)
+users, items, r = datasets.low_rank_ratings(N_USERS, N_ITEMS, N_RATINGS, seed=SEED)
 n_rows = N_USERS + N_ITEMS
 counts = np.bincount(items, minlength=N_ITEMS)
 print(f"{n_rows} rows of {DIM}; the 1% most popular items get {np.sort(counts)[::-1][:N_ITEMS // 100].sum() / len(items):.0%} "
@@ -146,7 +146,7 @@ for M, K, sharding in [(1, 1, "range"), (2, 3, "hash"), (3, 5, "range"), (4, 8, 
     assert err < 1e-10, err
     print(f"M = {M}, K = {K}, {sharding:5}: max |ours - reference| = {err:.1e}, "
           f"largest worker holds {res.max_rows_held} of {n_rows} rows")
-tiny = ps.ratings(2, 3, 30, seed=1)
+tiny = datasets.low_rank_ratings(2, 3, 30, seed=1)
 res = ps.run_paramserver(*tiny, 2, 3, 2, servers=7, workers=4, batch=3, steps=4, lr=1.0)
 assert np.allclose(res.table, ps.reference_train(5, 2, *tiny, 2, 3, 4, 1.0)[0])
 print("7 servers for a 5-row table: equal to the reference as well")

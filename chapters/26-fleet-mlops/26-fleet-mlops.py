@@ -155,7 +155,7 @@ assert bad.decision == "rolled_back" and reg_bad.aliases("churn") == {"champion"
 print(f"bad candidate: {bad.reason}; users exposed to it: {bad.exposed} of {N_REQUESTS}")
 
 ref = np.random.default_rng(SEED).standard_normal(2000)
-recent = drift.shifted_stream(800, change_at=300, shift=0.4, seed=1)
+recent = datasets.shifted_stream(800, change_at=300, shift=0.4, seed=1)
 assert abs(drift.ks_statistic(ref, recent) - stats.ks_2samp(ref, recent).statistic) < 1e-12
 assert abs(drift.ks_statistic(ref[:200], recent[:100]) - drift.naive_ks(ref[:200], recent[:100])) < 1e-12
 
@@ -241,7 +241,7 @@ print("after the bad candidate:", client.get_registered_model("churn").aliases, 
 # %%
 from river import drift as rdrift
 
-x = drift.shifted_stream(STREAM, change_at=STREAM // 2, shift=0.5, seed=SEED)
+x = datasets.shifted_stream(STREAM, change_at=STREAM // 2, shift=0.5, seed=SEED)
 pos, vals, alarms = drift.DriftMonitor(ref, window=WINDOW, every=25, statistic="ks").scan(x)
 ours = drift.detection_delay(pos, alarms, STREAM // 2)
 
@@ -329,7 +329,7 @@ for name, thresholds in (("ks", [0.04, 0.06, 0.08, 0.1, 0.14]), ("psi", [0.02, 0
     for th in thresholds:
         d, f = [], []
         for t in range(TRIALS):
-            xt = drift.shifted_stream(STREAM, change_at=half, shift=0.3, seed=200 + t)
+            xt = datasets.shifted_stream(STREAM, change_at=half, shift=0.3, seed=200 + t)
             p, _, a = drift.DriftMonitor(ref, window=WINDOW, every=50, statistic=name, threshold=th).scan(xt)
             d.append(drift.detection_delay(p, a, half))
             f.append(drift.false_alarm_rate(p, a, half))

@@ -63,13 +63,13 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import cluster
+from scaleoutai import cluster, datasets
 from scaleoutai.infra import sched_metrics as sm
 from scaleoutai.infra import sched_policies as sp
 from scaleoutai.infra import scheduling as sc
 from scaleoutai.infra import slurm_compare as sl
 
-trace = sc.generate_trace(N_JOBS, capacity=CAPACITY, load=0.85, seed=SEED)
+trace = datasets.job_trace(N_JOBS, capacity=CAPACITY, load=0.85, seed=SEED)
 for policy in ("fifo", "easy"):
     m = sm.metrics(trace, sc.simulate(trace, CAPACITY, policy))
     print(f"{policy:5s} utilisation {m['utilisation']:.2f}  mean wait {m['mean_wait'] / 3600:8.1f} h  "
@@ -84,7 +84,7 @@ for policy in ("fifo", "easy"):
 # **The workload.** Job $j$ arrives at $a_j$, asks for $s_j$ nodes (rigid: it cannot run on fewer)
 # for a runtime $r_j$ it does not know, and states a time limit (the *user estimate*) $e_j \ge r_j$,
 # after which it would be killed. Nodes are space-shared and jobs are not preempted.
-# `generate_trace` draws a Lublin-Feitelson-like workload: many serial and power-of-two jobs,
+# `datasets.job_trace` draws a Lublin-Feitelson-like workload: many serial and power-of-two jobs,
 # log-uniform runtimes from seconds to a day, estimates inflated by up to 10x, Poisson arrivals scaled
 # to an offered load $\rho = \sum_j s_j r_j / (C \cdot \text{span})$ on $C$ nodes.
 #
@@ -187,7 +187,7 @@ show(sc.simulate_easy, sc._shadow)
 # %%
 for C in CAPACITIES:
     for seed in range(CHECK_SEEDS):
-        tr = sc.generate_trace(30, capacity=C, load=1.3, seed=seed, min_runtime=1, max_runtime=30,
+        tr = datasets.job_trace(30, capacity=C, load=1.3, seed=seed, min_runtime=1, max_runtime=30,
                                estimate_unit=1)
         for policy in ("fifo", "easy"):
             start, end = sm.reference_simulate(tr, C, policy)
@@ -345,7 +345,7 @@ fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
 for policy in ("fifo", "easy", "conservative", "gang"):
     b, u = [], []
     for load in LOADS:
-        tr = sc.generate_trace(SWEEP_JOBS, capacity=CAPACITY, load=load, seed=SEED + 1)
+        tr = datasets.job_trace(SWEEP_JOBS, capacity=CAPACITY, load=load, seed=SEED + 1)
         m = sm.metrics(tr, sc.simulate(tr, CAPACITY, policy))
         b.append(m["mean_bsld"])
         u.append(m["utilisation"])
@@ -368,7 +368,7 @@ plt.show()
 # too: the better the estimate, the tighter the shadow time and the more backfilling fits.
 
 # %%
-exact = sc.Trace(trace.submit, trace.size, trace.runtime, trace.runtime, trace.user, trace.gpus)
+exact = datasets.JobTrace(trace.submit, trace.size, trace.runtime, trace.runtime, trace.user, trace.gpus)
 for name, tr in (("user estimates", trace), ("exact estimates", exact)):
     m = sm.metrics(tr, sc.simulate(tr, CAPACITY, "easy"))
     print(f"EASY with {name:16s} mean wait {m['mean_wait'] / 3600:6.2f} h  mean bsld {m['mean_bsld']:8.1f}")

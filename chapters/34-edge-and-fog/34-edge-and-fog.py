@@ -247,7 +247,7 @@ for bw in (3e4, 3e5, 3e6):
 show(off.choose_cut, off.task_cost)
 
 # %%
-states, trace = off.markov_link(LINK_STATES, TASKS, stay=0.9, seed=SEED)
+states, trace = datasets.markov_link(LINK_STATES, TASKS, stay=0.9, seed=SEED)
 threshold = float(np.sqrt(LINK_STATES[1] * LINK_STATES[2]))
 runs = {pol: off.simulate_offloading(pol, trace, SIZES, BATCH, EDGE_FLOPS, SERVER_FLOPS, ALPHA, threshold=threshold)
         for pol in off.POLICIES}

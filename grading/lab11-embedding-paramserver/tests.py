@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scaleoutai import datasets
 from scaleoutai.collectives import block_range
 from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close, graded_after
 from scaleoutai.ml import paramserver as ps
@@ -31,7 +32,7 @@ def plan(rng: np.random.Generator) -> Plan:
     for i, (S, W, s, slow, T, nu, ni, d, B) in enumerate(SPMD):
         seed = int(rng.integers(1 << 16))
         n_rows, n, lr = nu + ni, 5 * B, 0.5
-        users, items, r = ps.ratings(nu, ni, n, rank=2, seed=seed)
+        users, items, r = datasets.low_rank_ratings(nu, ni, n, rank=2, seed=seed)
         batches = np.stack([ps.batch_indices(n, B, c, seed) for c in range(T)])
         table0 = ps.init_rows(np.arange(n_rows), d, seed)
         owner = wire.owner_of(np.arange(n_rows), n_rows, S, "range")

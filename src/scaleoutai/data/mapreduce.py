@@ -165,14 +165,3 @@ def join_reducer(key: Hashable, values: list) -> list[tuple[Any, Any]]:
     left = [v for side, v in values if side == "L"]
     right = [v for side, v in values if side == "R"]
     return [(a, b) for a in left for b in right]
-
-
-def zipf_lines(n_lines: int, words_per_line: int = 10, vocab: int = 1000, seed: int = 0,
-               exponent: float = 1.1) -> list[str]:
-    """Generated text whose word frequencies follow a Zipf law, as natural text does (a few keys are hot)."""
-    if n_lines < 0 or words_per_line < 1 or vocab < 1:
-        raise ValueError("need n_lines >= 0, words_per_line >= 1 and vocab >= 1")
-    rng = np.random.default_rng(seed)
-    weights = 1.0 / np.arange(1, vocab + 1) ** exponent
-    ids = rng.choice(vocab, size=(n_lines, words_per_line), p=weights / weights.sum())
-    return [" ".join(f"w{i}" for i in row) for row in ids]

@@ -157,13 +157,6 @@ def live_owner(ring: HashRing, key: Hashable, down: set) -> Hashable:
 # ---- sharded files -------------------------------------------------------------------------------
 
 
-def make_records(n: int, seed: int = 0, min_len: int = 16, max_len: int = 256) -> list[np.ndarray]:
-    """N int32 'token' records of random length in [min_len, max_len]: the single-machine reference data."""
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(min_len, max_len + 1, size=n)
-    return [rng.integers(0, 50_000, size=int(m), dtype=np.int32) for m in lengths]
-
-
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:

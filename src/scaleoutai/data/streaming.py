@@ -27,69 +27,11 @@ import numpy as np
 
 from ..cluster import Comm
 from ..collectives import all_to_all, block_range, recursive_doubling_allreduce
+from ..datasets import Events
 from .mapreduce import partition_of
 
 Row = tuple[int, int, int, float]  # (window start, key, count, sum)
 Table = dict[tuple[int, int], tuple[int, float]]  # (window start, key) -> (count, sum)
-
-
-@dataclass(frozen=True)
-class Events:
-    """A stream in arrival order: event time (int64 ms), key (int64), value (float64)."""
-
-    time: np.ndarray
-    key: np.ndarray
-    value: np.ndarray
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "time", np.asarray(self.time, dtype=np.int64).reshape(-1))
-        object.__setattr__(self, "key", np.asarray(self.key, dtype=np.int64).reshape(-1))
-        object.__setattr__(self, "value", np.asarray(self.value, dtype=np.float64).reshape(-1))
-        if not len(self.time) == len(self.key) == len(self.value):
-            raise ValueError(f"Events needs time, key and value of one length, got "
-                             f"{len(self.time)}, {len(self.key)}, {len(self.value)}")
-        if len(self.time) and self.time.min() < 0:
-            raise ValueError("event times are ms since the epoch and must be >= 0 (the first watermark is 0)")
-
-    def __len__(self) -> int:
-        return len(self.time)
-
-    def __getitem__(self, index: slice | np.ndarray) -> "Events":
-        return Events(self.time[index], self.key[index], self.value[index])
-
-    def pack(self) -> np.ndarray:
-        """One (n, 3) float64 message; times below 2^53 ms and integer keys survive exactly."""
-        return np.stack([self.time, self.key, self.value], axis=1).astype(np.float64)
-
-    @staticmethod
-    def unpack(arr: np.ndarray) -> "Events":
-        arr = np.asarray(arr, dtype=np.float64).reshape(-1, 3)
-        return Events(arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2])
-
-    @staticmethod
-    def concat(parts: Sequence["Events"]) -> "Events":
-        if not parts:
-            return Events([], [], [])
-        return Events(*(np.concatenate([getattr(p, a) for p in parts]) for a in ("time", "key", "value")))
-
-
-def generate_events(n: int, keys: int = 8, rate: float = 1000.0, disorder_ms: int = 200,
-                    lateness: float = 0.05, late_ms: int = 5_000, seed: int = 0) -> Events:
-    """n events arriving at ``rate`` per second; event time = arrival time - delay.
-
-    Most delays are uniform in [0, disorder_ms) (out of order, not late); a fraction ``lateness`` of
-    events is delayed by [late_ms, 2 late_ms) (late for any allowed lateness below late_ms). Key k's
-    values are normal with mean k, so per-key means are easy to read.
-    """
-    if n < 0 or keys < 1 or rate <= 0 or disorder_ms < 0 or late_ms < 0 or not 0 <= lateness <= 1:
-        raise ValueError("need n >= 0, keys >= 1, rate > 0, disorder_ms >= 0, late_ms >= 0, 0 <= lateness <= 1")
-    rng = np.random.default_rng(seed)
-    arrival = 2 * late_ms + disorder_ms + np.arange(n) * (1000.0 / rate)
-    delay = rng.uniform(0, disorder_ms, n)
-    late = rng.random(n) < lateness
-    delay[late] = rng.uniform(late_ms, 2 * late_ms, late.sum())
-    key = rng.integers(0, keys, n)
-    return Events(np.floor(arrival - delay).astype(np.int64), key, key + rng.normal(0.0, 1.0, n))
 
 
 def micro_batches(events: Events, batch_size: int) -> list[Events]:

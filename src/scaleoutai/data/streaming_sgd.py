@@ -25,22 +25,6 @@ def _check_xy(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def drifting_regression(n_batches: int, batch_size: int, dim: int = 2, drift: float = 0.02,
-                        noise: float = 0.1, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(X, y, W): features (n_batches, b, d), targets (n_batches, b), the true weights per batch (n_batches, d)."""
-    if n_batches < 1 or batch_size < 1 or dim < 2:
-        raise ValueError("need n_batches >= 1, batch_size >= 1 and dim >= 2 (the drift rotates two coordinates)")
-    rng = np.random.default_rng(seed)
-    w0 = rng.normal(size=dim)
-    W = np.repeat(w0[None, :], n_batches, axis=0)
-    angle = drift * np.arange(n_batches)
-    W[:, 0] = np.cos(angle) * w0[0] - np.sin(angle) * w0[1]
-    W[:, 1] = np.sin(angle) * w0[0] + np.cos(angle) * w0[1]
-    X = rng.normal(size=(n_batches, batch_size, dim))
-    y = np.einsum("nbd,nd->nb", X, W) + noise * rng.normal(size=(n_batches, batch_size))
-    return X, y, W
-
-
 def batch_errors(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Mean squared error of one fixed weight vector on every micro-batch."""
     X, y = _check_xy(X, y)

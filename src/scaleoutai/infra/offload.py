@@ -25,7 +25,7 @@ from .. import nn
 from ..cluster import Comm, MessageLostError, PeerCrashedError
 from . import edge
 
-__all__ = ["POLICIES", "Energy", "markov_link", "task_cost", "choose_cut", "simulate_offloading", "summarize",
+__all__ = ["POLICIES", "Energy", "task_cost", "choose_cut", "simulate_offloading", "summarize",
            "offload_with_fallback", "fallback_time"]
 
 POLICIES = ("local", "offload", "threshold", "adaptive", "oracle")
@@ -38,27 +38,6 @@ class Energy:
     p_compute: float = 2.0
     p_radio: float = 1.0
     p_idle: float = 0.1
-
-
-def markov_link(bandwidths: Any, steps: int, stay: float = 0.9, seed: int = 0, start: int | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """A seeded trace of link states: stay with probability ``stay``, else step to a neighbouring state
-    (up or down with equal chance, reflected at the ends). Returns (state per step, bandwidth in B/s per step)."""
-    bw = np.asarray(bandwidths, dtype=np.float64)
-    if bw.ndim != 1 or bw.size < 1 or np.any(bw <= 0):
-        raise ValueError(f"bandwidths must list positive bytes per second, got {bandwidths!r}")
-    if not 0.0 <= stay <= 1.0 or int(steps) != steps or steps < 1:
-        raise ValueError(f"need 0 <= stay <= 1 and steps >= 1, got stay={stay}, steps={steps}")
-    rng = np.random.default_rng(seed)
-    s = np.empty(int(steps), dtype=np.int64)
-    s[0] = rng.integers(bw.size) if start is None else start
-    for t in range(1, int(steps)):
-        move = 0 if rng.random() < stay else (1 if rng.random() < 0.5 else -1)
-        nxt = s[t - 1] + move
-        s[t] = s[t - 1] - move if not 0 <= nxt < bw.size else nxt  # reflect at the ends
-    if bw.size == 1:
-        s[:] = 0
-    return s, bw[s]
 
 
 def task_cost(sizes: list[int], cut: int, batch: int, bandwidth: float, edge_flops: float, server_flops: float,

@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from .scheduling import Schedule, Trace
+from ..datasets import JobTrace
+from .scheduling import Schedule
 
 __all__ = ["jain_index", "metrics", "busy_profile", "violations", "reference_simulate"]
 
@@ -29,7 +30,7 @@ def jain_index(x: np.ndarray | list[float]) -> float:
     return 1.0 if sq == 0 else float(np.sum(x)) ** 2 / (x.size * sq)
 
 
-def metrics(trace: Trace, sched: Schedule, tau: float = 10.0) -> dict[str, float]:
+def metrics(trace: JobTrace, sched: Schedule, tau: float = 10.0) -> dict[str, float]:
     """Makespan, waits, response, bounded slowdown, utilisation, fragmentation, Jain over users' slowdowns."""
     wait = sched.start - trace.submit
     resp = sched.end - trace.submit
@@ -46,7 +47,7 @@ def metrics(trace: Trace, sched: Schedule, tau: float = 10.0) -> dict[str, float
             "fragmentation": idle_waiting / (sched.capacity * span), "jain_users_bsld": jain_index(per_user)}
 
 
-def busy_profile(trace: Trace, sched: Schedule) -> tuple[np.ndarray, np.ndarray]:
+def busy_profile(trace: JobTrace, sched: Schedule) -> tuple[np.ndarray, np.ndarray]:
     """Nodes in use just after each start/end time (ends first at equal times): the sweep the checks use."""
     times = np.concatenate([sched.start, sched.end])
     delta = np.concatenate([trace.size, -trace.size])
@@ -54,7 +55,7 @@ def busy_profile(trace: Trace, sched: Schedule) -> tuple[np.ndarray, np.ndarray]
     return times[order], np.cumsum(delta[order])
 
 
-def violations(trace: Trace, sched: Schedule, atol: float = 1e-9) -> list[str]:
+def violations(trace: JobTrace, sched: Schedule, atol: float = 1e-9) -> list[str]:
     """Every broken invariant of Section 4, as sentences (an empty list: the schedule is legal)."""
     out = []
     s, e = sched.start, sched.end
@@ -91,7 +92,7 @@ def violations(trace: Trace, sched: Schedule, atol: float = 1e-9) -> list[str]:
     return out
 
 
-def reference_simulate(trace: Trace, capacity: int, policy: str = "easy") -> tuple[np.ndarray, np.ndarray]:
+def reference_simulate(trace: JobTrace, capacity: int, policy: str = "easy") -> tuple[np.ndarray, np.ndarray]:
     """FIFO or EASY by stepping time 1 unit at a time (integer traces): (start, end), no event queue."""
     if policy not in ("fifo", "easy"):
         raise ValueError("the stepping reference covers 'fifo' and 'easy'")

@@ -23,7 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .scheduling import Schedule, Trace, _checked
+from ..datasets import JobTrace
+from .scheduling import Schedule
 
 __all__ = ["simulate_gang", "drf_allocate", "reference_drf_lp", "dominant_shares", "place_bundles",
            "STRATEGIES", "launch_gang", "run_gang_launch"]
@@ -31,9 +32,8 @@ __all__ = ["simulate_gang", "drf_allocate", "reference_drf_lp", "dominant_shares
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 
 
-def simulate_gang(trace: Trace, capacity: int, mpl: int = 4, switch_cost: float = 0.0) -> Schedule:
+def simulate_gang(trace: JobTrace, capacity: int, mpl: int = 4, switch_cost: float = 0.0) -> Schedule:
     """Time-sliced gang scheduling: FIFO admission into the first matrix row with room (at most ``mpl``)."""
-    _checked(trace)
     if mpl < 1 or not 0 <= switch_cost < 1:
         raise ValueError("need mpl >= 1 rows and 0 <= switch_cost < 1")
     if len(trace) and int(trace.size.max()) > capacity:

@@ -22,7 +22,8 @@ from datetime import datetime
 import numpy as np
 
 from ..cluster.launchers.slurm_local import LocalSlurm, unavailable_reason
-from .scheduling import Trace, make_trace
+from ..datasets import JobTrace
+from .scheduling import make_trace
 
 __all__ = ["BackfillSlurm", "SlurmRun", "run_on_slurm", "start_order", "order_agreement", "slurm_job_set",
            "unavailable_reason"]
@@ -62,7 +63,7 @@ class SlurmRun:
     wall_s: float
 
 
-def slurm_job_set() -> Trace:
+def slurm_job_set() -> JobTrace:
     """The chapter's small job set, 8 CPUs, all submitted at t = 0: rows (size, runtime s, estimate s).
 
     Job 0 takes 6 CPUs; job 1 (4 CPUs) is the blocked head, reserved at 120 s (job 0's limit); job 2
@@ -82,7 +83,7 @@ def _sh(cmd: list[str], slurm: LocalSlurm) -> str:
     return res.stdout
 
 
-def run_on_slurm(trace: Trace, slurm: LocalSlurm, timeout: float = 60.0) -> SlurmRun:
+def run_on_slurm(trace: JobTrace, slurm: LocalSlurm, timeout: float = 60.0) -> SlurmRun:
     """Submit every job held, release them at once, wait for all to finish, read back start/end times."""
     if len(trace) == 0 or np.any(trace.submit != 0):
         raise ValueError("run_on_slurm replays a batch: give a non-empty trace with every submit = 0")

@@ -7,7 +7,7 @@ carries the push of clock c-1 (its gradient rows) and the pull of clock c (the k
 server answers with the rows once the consistency model allows (``staleness`` s: BSP is s = 0, SSP is
 s >= 1, ASP is s = None). The server side lives in ``paramserver_server``.
 
-Model (Section 4): matrix factorisation on generated ratings, keys 0..U-1 are users and U..U+I-1 items;
+Model (Section 4): matrix factorisation on generated ratings (``datasets.low_rank_ratings``), keys 0..U-1 are users and U..U+I-1 items;
 loss = 1/(2B) sum (u . v - r)^2 over the global batch of B ratings per clock, split over K workers with
 ``block_range``.
 """
@@ -26,27 +26,10 @@ from ..errors import PeerCrashedError
 from .paramserver_server import (HEADER, KIND_DONE, KIND_REQUEST, KIND_RETRY, backup_of, owner_of, pack,
                                  serve_shard)
 
-__all__ = ["ratings", "init_rows", "owner_of", "backup_of", "batch_indices", "reference_train",
+__all__ = ["init_rows", "owner_of", "backup_of", "batch_indices", "reference_train",
            "train_worker", "run_paramserver", "PSResult"]
 
 _CHUNK = 1024  # rows generated together by init_rows: any server can make any row without the table
-
-
-def ratings(n_users: int, n_items: int, n: int, rank: int = 4, popularity: float = 1.1, noise: float = 0.1,
-            seed: int = 0, dtype: Any = np.float64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """n ratings r = u* . v* + noise; users uniform, items Zipf(popularity): item i drawn with weight
-    (i+1)^-popularity, so low item ids are the hot keys. Returns (users, items, r). Chapter 11, Section 2."""
-    for name, v in (("n_users", n_users), ("n_items", n_items), ("n", n), ("rank", rank)):
-        if int(v) != v or v < 1:
-            raise ValueError(f"ratings needs {name} >= 1, got {v!r}")
-    rng = np.random.default_rng(seed)
-    weights = (np.arange(1, n_items + 1, dtype=np.float64)) ** -float(popularity)
-    items = rng.choice(n_items, size=n, p=weights / weights.sum())
-    users = rng.integers(0, n_users, size=n)
-    U = rng.standard_normal((n_users, rank)) / rank ** 0.25
-    V = rng.standard_normal((n_items, rank)) / rank ** 0.25
-    r = np.einsum("ij,ij->i", U[users], V[items]) + noise * rng.standard_normal(n)
-    return users.astype(np.int64), items.astype(np.int64), r.astype(dtype)
 
 
 def init_rows(keys: np.ndarray, d: int, seed: int = 0, scale: float = 0.1, dtype: Any = np.float64) -> np.ndarray:

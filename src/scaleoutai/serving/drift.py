@@ -129,14 +129,3 @@ def false_alarm_rate(positions: np.ndarray, alarms: np.ndarray, change_at: int) 
     """Share of tests whose whole window lies before the change that still raised an alarm."""
     before = positions <= change_at
     return float(alarms[before].mean()) if before.any() else 0.0
-
-
-def shifted_stream(n: int, change_at: int, shift: float = 0.5, scale: float = 1.0, seed: int = 0
-                   ) -> np.ndarray:
-    """N(0, 1) values, then N(shift, scale^2) from ``change_at`` on: a stream with one known change."""
-    if not 0 <= change_at <= n:
-        raise ValueError(f"change_at must lie in [0, n={n}], got {change_at}")
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(n)
-    x[change_at:] = shift + scale * x[change_at:]
-    return x

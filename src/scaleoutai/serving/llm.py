@@ -22,33 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..datasets import Request
 from .decoder import Params, decode_step
 from .paged_cache import OutOfBlocks, PagedCache
-
-
-@dataclass
-class Request:
-    id: int
-    arrival: int  # the iteration at which it reaches the server
-    prompt: np.ndarray
-    max_new: int
-
-
-def make_trace(n: int, rate: float, prompt_len: tuple[int, int] = (4, 24), output_len: tuple[int, int] = (4, 32),
-               vocab: int = 64, shared_prefix: int = 0, seed: int = 0) -> list[Request]:
-    """n requests with Poisson arrivals at ``rate`` per iteration, prompt and output lengths uniform in
-    the given inclusive ranges; the first ``shared_prefix`` prompt tokens are common to all (a system prompt)."""
-    if n < 1 or rate <= 0 or min(prompt_len[0], output_len[0]) < 1:
-        raise ValueError("make_trace needs n >= 1, rate > 0 and lengths of at least one token")
-    rng = np.random.default_rng(seed)
-    arrivals = np.floor(np.cumsum(rng.exponential(1.0 / rate, size=n))).astype(int)
-    system = rng.integers(0, vocab, size=shared_prefix)
-    out = []
-    for i in range(n):
-        own = rng.integers(0, vocab, size=int(rng.integers(prompt_len[0], prompt_len[1] + 1)))
-        out.append(Request(i, int(arrivals[i]), np.concatenate([system, own]).astype(np.int64),
-                           int(rng.integers(output_len[0], output_len[1] + 1))))
-    return out
 
 
 @dataclass

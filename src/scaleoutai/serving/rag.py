@@ -1,9 +1,9 @@
 """A small retrieval-augmented generation pipeline: retrieve, then read (Chapter 25, Sections 4-5).
 
-The corpus is generated from a seed: invented countries, each with one fact per relation (capital,
-founding year, river, export, leader) written from a template, shuffled into passages of a few facts
-about different countries, so a question's passage also holds distractors and another passage holds
-the same country's other facts. A question is the relation's question template with the country.
+The corpus (``datasets.make_corpus``) is generated from a seed: invented countries, each with one fact
+per relation (capital, founding year, river, export, leader) written from a template, shuffled into
+passages of a few facts about different countries, so a question's passage also holds distractors and
+another passage holds the same country's other facts. A question is the relation's question template with the country.
 
 Pipeline: embed the passages once (any ``embed(texts) -> (n, d)`` with unit rows: MiniLM in the
 chapter, ``hashing_embedder`` here), embed the question, take the k passages of largest inner product
@@ -16,67 +16,14 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from ..datasets import RELATIONS, Corpus
 from .vectors import knn
 
 Embed = Callable[[list[str]], np.ndarray]
-
-RELATIONS: dict[str, tuple[str, str]] = {  # relation: (fact template, question template)
-    "capital": ("The capital of {E} is {A}.", "What is the capital of {E}?"),
-    "founded": ("{E} was founded in {A}.", "In which year was {E} founded?"),
-    "river": ("The longest river in {E} is the {A}.", "What is the longest river in {E}?"),
-    "export": ("The main export of {E} is {A}.", "What is the main export of {E}?"),
-    "leader": ("{E} is governed by {A}.", "Who governs {E}?"),
-}
-_SYLLABLES = ("ka", "lo", "mer", "dan", "vi", "sor", "tu", "bel", "ra", "zen", "qui", "mo", "fal", "ther", "no",
-              "gri", "pa", "shu", "el", "dor")
-_EXPORTS = ("copper", "tea", "salt", "timber", "wool", "amber", "rice", "glass", "cotton", "silver", "olives", "tin")
-
-
-@dataclass
-class Corpus:
-    """Passages, and per question its text, its answer and the index of the passage stating it."""
-
-    passages: list[str]
-    questions: list[str]
-    answers: list[str]
-    gold: list[int]
-
-
-def _names(rng: np.random.Generator, n: int, parts: int) -> list[str]:
-    seen: dict[str, None] = {}
-    while len(seen) < n:
-        seen["".join(rng.choice(_SYLLABLES, parts)).capitalize()] = None
-    return list(seen)
-
-
-def make_corpus(n_countries: int = 60, facts_per_passage: int = 3, seed: int = 0) -> Corpus:
-    """Generate n_countries x 5 facts, shuffle them into passages, and one question per fact."""
-    if n_countries < 1 or facts_per_passage < 1:
-        raise ValueError(f"make_corpus needs n_countries >= 1 and facts_per_passage >= 1, "
-                         f"got {n_countries} and {facts_per_passage}")
-    rng = np.random.default_rng(seed)
-    names = _names(rng, 3 * n_countries, 3)
-    countries, cities, people = names[:n_countries], names[n_countries:2 * n_countries], names[2 * n_countries:]
-    facts = []  # (sentence, question, answer)
-    for i, e in enumerate(countries):
-        values = {"capital": cities[i], "founded": str(int(rng.integers(800, 1990))),
-                  "river": cities[(i + 1) % n_countries] + " river", "export": str(rng.choice(_EXPORTS)),
-                  "leader": "Queen " + people[i] if rng.random() < 0.5 else "King " + people[i]}
-        for rel, (fact, question) in RELATIONS.items():
-            facts.append((fact.format(E=e, A=values[rel]), question.format(E=e), values[rel]))
-    order = rng.permutation(len(facts))
-    passages, gold = [], [0] * len(facts)
-    for p, s in enumerate(range(0, len(order), facts_per_passage)):
-        chunk = order[s:s + facts_per_passage]
-        passages.append(" ".join(facts[j][0] for j in chunk))
-        for j in chunk:
-            gold[j] = p
-    return Corpus(passages, [f[1] for f in facts], [f[2] for f in facts], gold)
 
 
 def _pattern(template: str, entity: str, answer: str) -> re.Pattern:
@@ -93,7 +40,7 @@ def parse_question(question: str) -> tuple[str, str]:
         m = pat.fullmatch(question.strip())
         if m:
             return rel, m.group("e")
-    raise ValueError(f"the reader answers only the templated questions of rag.RELATIONS, got {question!r}")
+    raise ValueError(f"the reader answers only the templated questions of datasets.RELATIONS, got {question!r}")
 
 
 def read_answer(question: str, passages: list[str]) -> str | None:

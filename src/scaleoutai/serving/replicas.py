@@ -28,25 +28,6 @@ import numpy as np
 POLICIES = ("random", "round_robin", "least_outstanding", "power_of_two", "central_queue")
 
 
-def poisson_arrivals(n: int, rate: float, seed: int = 0) -> np.ndarray:
-    """n arrival times of a Poisson process of ``rate`` per second (exponential gaps)."""
-    if n < 0 or rate <= 0:
-        raise ValueError(f"need n >= 0 and rate > 0, got n={n}, rate={rate}")
-    return np.cumsum(np.random.default_rng(seed).exponential(1.0 / rate, size=n))
-
-
-def service_times(n: int, mean: float, dist: str = "exp", sigma: float = 1.0, seed: int = 1) -> np.ndarray:
-    """n service times with the given mean: ``exp``, ``lognormal`` (heavy tail, shape sigma) or ``const``."""
-    rng = np.random.default_rng(seed)
-    if dist == "exp":
-        return rng.exponential(mean, size=n)
-    if dist == "lognormal":
-        return rng.lognormal(np.log(mean) - sigma ** 2 / 2, sigma, size=n)
-    if dist == "const":
-        return np.full(n, float(mean))
-    raise ValueError(f"dist must be 'exp', 'lognormal' or 'const', got {dist!r}")
-
-
 @dataclass
 class ServeResult:
     latency: np.ndarray        # finish of the first copy to finish - arrival, per request

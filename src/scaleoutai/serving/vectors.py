@@ -18,18 +18,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import datasets
 from ..cluster import Comm
 from ..collectives import block_range
 
 METRICS = ("l2", "ip")
-
-
-def vector_data(n_base: int, n_queries: int, d: int, clusters: int = 64, spread: float = 1.0, box: float = 1.0,
-                seed: int = 0, dtype: Any = np.float32) -> tuple[np.ndarray, np.ndarray]:
-    """Base and query vectors drawn from one mixture of ``clusters`` Gaussians (``datasets.blobs``)."""
-    X, _, _ = datasets.blobs(n_base + n_queries, clusters, d, spread=spread, box=box, seed=seed, dtype=dtype)
-    return np.ascontiguousarray(X[:n_base]), np.ascontiguousarray(X[n_base:])
 
 
 def _check(queries: Any, base: Any, k: Any, metric: str) -> tuple[np.ndarray, np.ndarray, int]:
