@@ -153,3 +153,11 @@ def test_the_course_index_links_each_path_chapters_in_syllabus_order():
     assert line.index("[25]") < line.index("[36](chapters/36-web-scale-text-and-rag/") < line.index("[41]")
     assert "planned" not in section  # every chapter a path names exists
     assert sum(ln.startswith("- **") for ln in section.splitlines()) == 5
+
+
+def test_a_written_chapter_left_under_planned_chapters_is_one_clear_line(tmp_path):
+    root = small_course(tmp_path, w4={"week": 4, "chapters": [2], "planned_chapters": [37]})
+    assert check_path(find_path("p", root), root) == []  # not written yet: fine
+    (root / "chapters" / "37-federated").mkdir()
+    problems = check_path(find_path("p", root), root)
+    assert problems == ["p.yaml: week 4: chapter 37 exists now (chapters/37-*): move it from planned_chapters to chapters"]

@@ -131,6 +131,8 @@ def check_path(path: CoursePath, root: Path) -> list[str]:
                 problems.append(f"{where}: week {w.week}: chapter {c} does not exist (no chapters/{c:02d}-* folder){hint}")
         problems += [f"{where}: week {w.week}: planned_chapters is only for chapters 36-40, not {c}"
                      for c in w.planned if c not in PLANNED]
+        problems += [f"{where}: week {w.week}: chapter {c} exists now (chapters/{c:02d}-*): move it from "
+                     f"planned_chapters to chapters" for c in w.planned if c in PLANNED and c in have]
         if w.lab is not None and not (root / "labs" / w.lab).is_dir():
             problems.append(f"{where}: week {w.week}: lab {w.lab!r} does not exist (no labs/{w.lab}/ folder)")
     return problems
