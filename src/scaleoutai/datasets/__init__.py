@@ -14,6 +14,7 @@ with its size, seed, loader and the chapters that use it.
     streams    generate_events (Events), drifting_regression, shifted_stream
     traces     poisson_arrivals, service_times, request_trace (Request), job_trace (JobTrace), markov_link
     clinical   clinical_sites, clinical_profiles, clinical_split, true_logit (+ FEATURES, UNITS, ...) (Ch37)
+    recsys     recsys_interactions (Interactions) (Ch38)
     arenas     arena (Arena), start_positions, formation_shape, coarsen (Ch39)
     catalogue  CATALOGUE, INSTANCES, SHIPPED, BENCHMARKS, load, measure (Appendix D's tables)
     audit      check_chapter: a chapter loads data only through this package (the test calls it)
@@ -26,6 +27,7 @@ from .clinical import (COEF, FEATURES, INTERCEPT, REFERENCE, UNITS, clinical_pro
 from .corpora import RELATIONS, Corpus, make_corpus, zipf_lines
 from .graphs import (Neighbours, check_neighbours, complete_graph, erdos_renyi_graph, from_edges, grid_graph,
                      is_connected, random_geometric_graph, random_regular_graph, ring_graph)
+from .recsys import Interactions, recsys_interactions
 from .records import low_rank_ratings, make_records, vector_data
 from .streams import Events, drifting_regression, generate_events, shifted_stream
 from .tabular import blobs, classification, community_graph, linear_regression, power_law_graph
@@ -38,4 +40,4 @@ __all__ = ["linear_regression", "classification", "blobs", "power_law_graph", "c
            "generate_events", "Events", "drifting_regression", "shifted_stream", "poisson_arrivals",
            "service_times", "request_trace", "Request", "job_trace", "JobTrace", "markov_link",
            "clinical_sites", "clinical_profiles", "clinical_split", "true_logit", "FEATURES", "UNITS", "REFERENCE",
-           "COEF", "INTERCEPT", "Arena", "arena", "start_positions", "formation_shape", "coarsen"]
+           "COEF", "INTERCEPT", "recsys_interactions", "Interactions", "Arena", "arena", "start_positions", "formation_shape", "coarsen"]
