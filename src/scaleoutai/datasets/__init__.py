@@ -14,6 +14,7 @@ with its size, seed, loader and the chapters that use it.
     streams    generate_events (Events), drifting_regression, shifted_stream
     traces     poisson_arrivals, service_times, request_trace (Request), job_trace (JobTrace), markov_link
     clinical   clinical_sites, clinical_profiles, clinical_split, true_logit (+ FEATURES, UNITS, ...) (Ch37)
+    text       web_corpus (WebCorpus, FACT_TEMPLATES) (Ch36)
     recsys     recsys_interactions (Interactions) (Ch38)
     arenas     arena (Arena), start_positions, formation_shape, coarsen (Ch39)
     catalogue  CATALOGUE, INSTANCES, SHIPPED, BENCHMARKS, load, measure (Appendix D's tables)
@@ -30,6 +31,7 @@ from .graphs import (Neighbours, check_neighbours, complete_graph, erdos_renyi_g
 from .recsys import Interactions, recsys_interactions
 from .records import low_rank_ratings, make_records, vector_data
 from .streams import Events, drifting_regression, generate_events, shifted_stream
+from .text import FACT_TEMPLATES, WebCorpus, web_corpus
 from .tabular import blobs, classification, community_graph, linear_regression, power_law_graph
 from .traces import JobTrace, Request, job_trace, markov_link, poisson_arrivals, request_trace, service_times
 
@@ -40,4 +42,4 @@ __all__ = ["linear_regression", "classification", "blobs", "power_law_graph", "c
            "generate_events", "Events", "drifting_regression", "shifted_stream", "poisson_arrivals",
            "service_times", "request_trace", "Request", "job_trace", "JobTrace", "markov_link",
            "clinical_sites", "clinical_profiles", "clinical_split", "true_logit", "FEATURES", "UNITS", "REFERENCE",
-           "COEF", "INTERCEPT", "recsys_interactions", "Interactions", "Arena", "arena", "start_positions", "formation_shape", "coarsen"]
+           "COEF", "INTERCEPT", "recsys_interactions", "Interactions", "web_corpus", "WebCorpus", "FACT_TEMPLATES", "Arena", "arena", "start_positions", "formation_shape", "coarsen"]

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import arenas, clinical, corpora, graphs, records, recsys, streams, tabular, traces
+from . import arenas, clinical, corpora, graphs, records, recsys, streams, tabular, text, traces
 from .entries import Benchmark, Chapter, Dataset, Instance, Shipped, Use, digest, measure
 
 __all__ = ["CATALOGUE", "INSTANCES", "SHIPPED", "BENCHMARKS", "HELPERS", "MOVED", "LOADERS", "Dataset", "Use",
@@ -119,6 +119,8 @@ CATALOGUE: tuple[Dataset, ...] = (
         _u(34, dict(bandwidths=[2e4, 2e5, 2e6], steps=400, stay=0.9),
            dict(bandwidths=[2e4, 2e5, 2e6], steps=2000, stay=0.9),
            (400, 1), (2000, 1)),)),
+    Dataset("web_corpus", "text", "web pages with boilerplate, planted exact/near/shingled copies and grounded questions (WebCorpus)", (
+        _u(36, dict(n_docs=300, dup_rate=0.3), dict(n_docs=1000, dup_rate=0.3), (300, 10), (1000, 10)),)),
     Dataset("recsys_interactions", "records", "users with feature bags pick Zipf-popular items by hidden taste (Interactions)", (
         _u(38, dict(n_users=1500, n_items=1000, n_features=300, per_user=12, test_per_user=2, sharpness=5.0),
            dict(n_users=4000, n_items=2000, n_features=500, per_user=12, test_per_user=2, sharpness=5.0), (15000, 13),
@@ -139,7 +141,8 @@ CATALOGUE: tuple[Dataset, ...] = (
 HELPERS = frozenset({"Neighbours", "from_edges", "check_neighbours", "is_connected", "Corpus", "RELATIONS", "Events",
                      "Request", "JobTrace",
                      "clinical_split", "true_logit", "FEATURES", "UNITS", "REFERENCE", "COEF", "INTERCEPT",
-                     "Arena", "start_positions", "coarsen", "Interactions"})
+                     "Arena", "start_positions", "coarsen", "Interactions", "WebCorpus",
+                     "FACT_TEMPLATES"})
 
 # Where each generator lived before this package held them all: (old module, old name) -> new name.
 MOVED: dict[tuple[str, str], str] = {
@@ -212,7 +215,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
 )
 
 LOADERS: dict[str, Callable[..., Any]] = {
-    name: getattr(module, name) for module in (tabular, graphs, corpora, records, streams, traces, clinical, arenas, recsys)
+    name: getattr(module, name) for module in (tabular, graphs, corpora, records, streams, traces, clinical, arenas, recsys, text)
     for name in dir(module) if name in {d.loader for d in CATALOGUE}}
 
 
