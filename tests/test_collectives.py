@@ -213,3 +213,15 @@ def test_result_does_not_alias_the_input():
 def test_bad_input_raises_one_clear_error(call, message):
     with pytest.raises(cluster.RankError, match=message):
         cluster.run(call, 2)
+
+
+@pytest.mark.parametrize("n, K", [(0, 1), (7, 1), (7, 2), (7, 3), (10, 4), (3, 9)])
+def test_worker_range_puts_everything_on_rank_0_alone_else_splits_over_ranks_1_to_k_minus_1(n, K):
+    from scaleoutai.collectives import block_bounds, worker_range
+
+    held = [list(worker_range(n, K, r)) for r in range(K)]
+    assert sorted(i for h in held for i in h) == list(range(n))  # every item once
+    if K == 1:
+        assert held == [list(range(n))]
+    else:
+        assert held[0] == [] and [len(h) for h in held[1:]] == [b - a for a, b in block_bounds(n, K - 1)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaleoutai import cluster, datasets, nn
+from scaleoutai import cluster, collectives, datasets, nn
 from scaleoutai.ml import federated as fd
 
 CLIENTS = 7
@@ -79,7 +79,7 @@ def test_a_crashed_client_rank_is_excluded_from_every_round():
     shards, like, w0 = _setup()
     K, dead = 4, 2
     got, hist, res = fd.run_fedavg(w0, like, shards, K, faults=cluster.Faults(crash={dead: 0}), **OPTS)
-    lost = tuple(fd.clients_of_rank(dead, CLIENTS, K))
+    lost = tuple(collectives.worker_range(CLIENTS, K, dead))
     assert lost and all(not set(lost) & set(h["reported"]) for h in hist)
     np.testing.assert_array_equal(got, fd.reference_fedavg(w0, like, shards, never_report=lost, **OPTS)[0])
     assert isinstance(res.values[dead], cluster.RankCrashed)
@@ -103,7 +103,7 @@ def test_bytes_per_round_are_models_and_counts_never_data():
     P = w0.size
     assert res.stats[0].bytes_sent == 2 * (K - 1) * P * 8  # w_t to every client rank, each round
     for q in range(1, K):
-        m = len(fd.clients_of_rank(q, CLIENTS, K))
+        m = len(collectives.worker_range(CLIENTS, K, q))
         assert res.stats[q].bytes_sent == 2 * m * (P * 8 + 16)  # per client: its model and (k, n_k)
     data_bytes = sum(s[0].nbytes for s in shards)
     assert sum(s.bytes_sent for s in res.stats[1:]) < data_bytes

@@ -3,20 +3,19 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 from html import unescape
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from chromium import headless_chromium, needs_chromium
 from scaleoutai.cli import main
 from scaleoutai.errors import NotebookError
 from scaleoutai.notebooks import find_repo_root, find_sources, read_notebook, run
 from scaleoutai.notebooks.slides import count_slides, mark_slides, render_deck
 
 REPO = find_repo_root(Path(__file__).parent)
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 H2 = re.compile(r"^## \S", re.M)
 
 TINY = '''# %% [markdown]
@@ -178,11 +177,8 @@ def non_blank(png: Path) -> float:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs Debian's chromium and chromium-driver "
-                    "(environments/local/install-ci-browser.sh installs them)")
+@needs_chromium
 def test_a_part_one_deck_opens_offline_in_headless_chromium(tmp_path, capsys):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.support.ui import WebDriverWait
 
     [source] = find_sources(REPO, "01-why-scale-out")
@@ -193,15 +189,7 @@ def test_a_part_one_deck_opens_offline_in_headless_chromium(tmp_path, capsys):
     assert deck == tmp_path / "d" / "01-why-scale-out.slides.html"
     headings = count_headings(read_notebook(source))
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1280,800", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with headless_chromium(tmp_path / "chromium-profile", window=(1280, 800), page_timeout=60) as driver:
         driver.get(deck.as_uri())
         WebDriverWait(driver, 60, poll_frequency=0.25).until(
             lambda d: d.execute_script("return typeof Reveal !== 'undefined' && Reveal.isReady()"))
@@ -220,8 +208,6 @@ def test_a_part_one_deck_opens_offline_in_headless_chromium(tmp_path, capsys):
         loaded = driver.execute_script(
             "return [...document.querySelectorAll('script[src], link[href]')].map(e => e.src || e.href)")
         font = driver.execute_script("return getComputedStyle(document.querySelector('.reveal')).fontFamily")
-    finally:
-        driver.quit()
     assert v > 0  # a figure is a sub-slide under its section
     assert len(loaded) == 4 and all(url.startswith("file://") for url in loaded), loaded  # no network
     assert "Source Sans Pro" in font  # the reveal.js theme loaded from the copy beside the deck

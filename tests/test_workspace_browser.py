@@ -2,38 +2,22 @@
 chapter renders with its markdown and code cells (Debian's Chromium driven by Selenium)."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
+from chromium import headless_chromium, needs_chromium
 from lab_server import TOKEN, lab_server
 from scaleoutai.notebooks.sources import find_repo_root
 
 REPO = find_repo_root(Path(__file__).parent)
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = [pytest.mark.timeout(240),
-              pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs Debian's chromium and chromium-driver "
-                                 "(environments/local/install-ci-browser.sh installs them)")]
+pytestmark = [pytest.mark.timeout(240), needs_chromium]
 
 
 @pytest.fixture
 def browser(tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1400,1000", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    driver.set_page_load_timeout(90)
-    try:
+    with headless_chromium(tmp_path / "chromium-profile") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def _wait_for(driver, css: str, text: str | None = None, timeout: float = 90):

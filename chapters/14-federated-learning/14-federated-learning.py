@@ -64,7 +64,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import capstone, cluster, datasets, nn, perf
+from scaleoutai import capstone, cluster, collectives, datasets, nn, perf
 from scaleoutai.ml import federated as fd
 from scaleoutai.ml import gossip as gs
 from scaleoutai.ml import privacy as pv
@@ -429,7 +429,7 @@ assert np.allclose(w_drop, np.average(models, axis=0, weights=[len(few[k][0]) fo
 w_none, hist_none, _ = fd.run_fedavg(w0, like, few, K, rounds=2, p_drop=1.0, **opts)
 assert np.array_equal(w_none, w0) and all(h["reported"] == [] for h in hist_none)
 w_crash, hist_crash, res = fd.run_fedavg(w0, like, few, K, rounds=2, faults=cluster.Faults(crash={2: 0}), **opts)
-lost = tuple(fd.clients_of_rank(2, len(few), K))
+lost = tuple(collectives.worker_range(len(few), K, 2))
 assert np.array_equal(w_crash, fd.reference_fedavg(w0, like, few, 2, never_report=lost, **opts)[0])
 print(f"p_drop = 0.5: clients {rep} of {len(few)} reported, aggregate exact; all dropped: model kept; "
       f"rank 2 crashed: its clients {list(lost)} excluded, {[h['reported'] for h in hist_crash]}")

@@ -176,6 +176,17 @@ def block_range(n: int, K: int, r: int) -> tuple[int, int]:
     return block_bounds(n, K)[r]
 
 
+def worker_range(n: int, K: int, r: int) -> range:
+    """The items rank r holds when rank 0 coordinates (federated clients, hospital sites): all n on
+    rank 0 when K = 1; else block r - 1 of ``block_bounds(n, K - 1)`` on ranks 1..K-1, none on rank 0."""
+    if K == 1:
+        return range(n)
+    if r == 0:
+        return range(0)
+    lo, hi = block_range(n, K - 1, r - 1)
+    return range(lo, hi)
+
+
 @lru_cache(maxsize=64)
 def _blocks(n: int, K: int) -> tuple[slice, ...]:
     """The ring's blocks as slices, shared by all K ranks of a run (each would otherwise cut K of them)."""

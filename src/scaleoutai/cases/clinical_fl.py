@@ -29,12 +29,12 @@ import numpy as np
 
 from .. import cluster, nn
 from ..cluster import Comm
-from ..collectives import block_range
+from ..collectives import worker_range
 from ..datasets import clinical as clinical_data
 from ..errors import MessageLostError, PeerCrashedError
 
 __all__ = ["standardise", "risk_scores", "naive_auroc", "auroc", "calibration_error", "evaluate_sites",
-           "weighted_mean", "sites_of_rank", "reference_sites", "train_sites", "run_sites"]
+           "weighted_mean", "reference_sites", "train_sites", "run_sites"]
 
 Sites = list[tuple[np.ndarray, np.ndarray]]
 LocalUpdate = Callable[[np.ndarray, np.ndarray, np.ndarray, int, int], np.ndarray]
@@ -128,15 +128,6 @@ def weighted_mean(updates: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.zeros(D.shape[1]) if n.sum() == 0 else (n @ D) / n.sum()
 
 
-def sites_of_rank(rank: int, sites: int, K: int) -> range:
-    """Sites hosted by ``rank``: all on rank 0 when K = 1; else a contiguous block of ranks 1..K-1, none on 0."""
-    if K == 1:
-        return range(sites)
-    if rank == 0:
-        return range(0)
-    lo, hi = block_range(sites, K - 1, rank - 1)
-    return range(lo, hi)
-
 
 def _reports(w: np.ndarray, sites: Sites, mine: list[int], t: int, local_update: LocalUpdate,
              corrupt: dict[int, Callable[..., np.ndarray]]) -> list[tuple[int, int, np.ndarray]]:
@@ -197,7 +188,7 @@ def train_sites(comm: Comm, w0: np.ndarray, sites: Sites, rounds: int, local_upd
                          "weighted_mean: the coordinator sees only the sum, so no robust rule can run")
     w, P = np.array(w0, copy=True), np.size(w0)
     if r != 0:
-        mine = list(sites_of_rank(r, S, K))
+        mine = list(worker_range(S, K, r))
         for t in range(int(rounds) if mine else 0):
             try:
                 w = comm.recv(0)
@@ -214,9 +205,9 @@ def train_sites(comm: Comm, w0: np.ndarray, sites: Sites, rounds: int, local_upd
         return None, []
     history, dead = [], set()
     for t in range(int(rounds)):
-        reps = _reports(w, sites, list(sites_of_rank(0, S, K)), t, local_update, corrupt)
+        reps = _reports(w, sites, list(worker_range(S, K, 0)), t, local_update, corrupt)
         comm.compute(seconds_per_sample * sum(n for _, n, _ in reps))
-        ranks = [q for q in range(1, K) if q not in dead and len(sites_of_rank(q, S, K))]
+        ranks = [q for q in range(1, K) if q not in dead and len(worker_range(S, K, q))]
         for q in ranks:
             comm.send(w, q)
         log: dict[str, Any] = {"round": t}
@@ -235,13 +226,13 @@ def train_sites(comm: Comm, w0: np.ndarray, sites: Sites, rounds: int, local_upd
                     continue
                 except MessageLostError:  # lost on the link: these sites miss this round only
                     continue
-                hosted = set(sites_of_rank(q, S, K))
+                hosted = set(worker_range(S, K, q))
                 if rows.ndim != 2 or rows.shape[1] != 2 + P or not {int(k) for k in rows[:, 0]} <= hosted:
                     raise ValueError(f"rank {q} sent a malformed report of shape {rows.shape} for sites {sorted(hosted)}")
                 reps += [(int(row[0]), int(row[1]), row[2:].astype(w.dtype)) for row in rows]
             w = _step(w, reps, combine)
             log["reported"] = sorted(k for k, _, _ in reps)
-        log["dead"] = sorted(k for q in dead for k in sites_of_rank(q, S, K))
+        log["dead"] = sorted(k for q in dead for k in worker_range(S, K, q))
         if keep_models:
             log["w"] = w.copy()
         history.append(log)

@@ -1,7 +1,7 @@
 """Federated averaging over the communicator (Chapter 14): FedAvg, FedProx, client dropout, non-IID splits.
 
 Rank 0 is the server. Clients 0..C-1 live on ranks 1..K-1, a contiguous block of clients per rank
-(``block_range(C, K-1, r-1)``), and a rank runs its clients one after another; with K = 1 the server
+(``collectives.worker_range(C, K, r)``), and a rank runs its clients one after another; with K = 1 the server
 hosts every client itself, and with K - 1 > C some ranks host none. Client k holds (X_k, y_k) of n_k
 samples; only the rank hosting k reads them. The model is a ``scaleoutai.nn`` MLP, carried as one flat
 vector w of P numbers (``nn.flatten``).
@@ -25,11 +25,11 @@ import numpy as np
 
 from .. import cluster, nn
 from ..cluster import Comm
-from ..collectives import block_range
+from ..collectives import worker_range
 from ..errors import PeerCrashedError
 
 __all__ = ["dirichlet_split", "label_histogram", "client_update", "weighted_average", "select_clients",
-           "drops", "clients_of_rank", "reference_fedavg", "train_fedavg", "run_fedavg", "accuracy"]
+           "drops", "reference_fedavg", "train_fedavg", "run_fedavg", "accuracy"]
 
 Shards = list[tuple[np.ndarray, np.ndarray]]
 
@@ -126,15 +126,6 @@ def drops(k: int, t: int, p_drop: float, seed: int) -> bool:
     return p_drop > 0 and bool(np.random.default_rng([seed, t, k, 2]).random() < p_drop)
 
 
-def clients_of_rank(rank: int, clients: int, K: int) -> range:
-    """Clients hosted by ``rank``: all of them on rank 0 when K = 1; else a block of ranks 1..K-1, none on 0."""
-    if K == 1:
-        return range(clients)
-    if rank == 0:
-        return range(0)
-    lo, hi = block_range(clients, K - 1, rank - 1)
-    return range(lo, hi)
-
 
 def _local_reports(w: np.ndarray, like: nn.Params, shards: Shards, mine: list[int], t: int,
                    opts: dict[str, Any]) -> list[tuple[int, int, np.ndarray]]:
@@ -205,7 +196,7 @@ def train_fedavg(comm: Comm, w0: np.ndarray, like: nn.Params, shards: Shards, ro
     opts = _opts(rounds, epochs, lr, batch_size, fraction, mu, p_drop, seed)
     C, K, r = len(shards), comm.size, comm.rank
     if r != 0:
-        mine = list(clients_of_rank(r, C, K))
+        mine = list(worker_range(C, K, r))
         for t in range(opts["rounds"]):
             sel = set(select_clients(C, opts["fraction"], t, opts["seed"]).tolist())
             chosen = [k for k in mine if k in sel]
@@ -221,9 +212,9 @@ def train_fedavg(comm: Comm, w0: np.ndarray, like: nn.Params, shards: Shards, ro
     for t in range(opts["rounds"]):
         selected = select_clients(C, opts["fraction"], t, opts["seed"])
         sel = set(selected.tolist())
-        reports = _local_reports(w, like, shards, [k for k in clients_of_rank(0, C, K) if k in sel], t, opts)
+        reports = _local_reports(w, like, shards, [k for k in worker_range(C, K, 0) if k in sel], t, opts)
         comm.compute(seconds_per_sample * opts["epochs"] * sum(n for _, n, _ in reports))
-        ranks = [q for q in range(1, K) if q not in dead and any(k in sel for k in clients_of_rank(q, C, K))]
+        ranks = [q for q in range(1, K) if q not in dead and any(k in sel for k in worker_range(C, K, q))]
         for q in ranks:
             comm.send(w, q)
         for q in ranks:
@@ -233,7 +224,7 @@ def train_fedavg(comm: Comm, w0: np.ndarray, like: nn.Params, shards: Shards, ro
             except PeerCrashedError:  # a crashed rank's clients are excluded from now on
                 dead.add(q)
                 continue
-            hosted = set(clients_of_rank(q, C, K)) & sel
+            hosted = set(worker_range(C, K, q)) & sel
             if (meta.ndim != 2 or meta.shape[1] != 2 or len(models) != len(meta)
                     or not set(meta[:, 0].tolist()) <= hosted or np.any(meta[:, 1] < 0)):
                 raise ValueError(f"rank {q} sent a malformed report: rows {meta.tolist()} for clients "
