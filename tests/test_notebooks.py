@@ -299,9 +299,16 @@ def error_tracebacks(executed: Path) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(found)) or "(no error output)"
 
 
+def _folder_files(folder: Path) -> set[str]:
+    """Files under a chapter folder, without Python's and Jupyter's caches."""
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")
+            if p.is_file() and not {"__pycache__", ".ipynb_checkpoints"} & set(p.relative_to(folder).parts)}
+
+
 def check_smoke_and_nbval(source: Path, tmp_path: Path) -> None:
     """Run at smoke size with papermill, then re-run the executed copy under nbval-lax."""
     check_parameters_cell(source)
+    before = _folder_files(source.parent)
     [record] = run([source], smoke=True, timeout=240, out_dir=tmp_path / "executed", progress=False)
     assert record.status == "ok", f"{record.name}: {record.status}: {record.error}\n{error_tracebacks(record.output)}"
     # nbval starts its kernel in the notebook's folder; PYTHONPATH keeps chapter helper modules importable.
@@ -318,6 +325,9 @@ def check_smoke_and_nbval(source: Path, tmp_path: Path) -> None:
 
     deck = render_deck(record.output, tmp_path / "slides")
     assert deck.is_file() and "<section" in deck.read_text()
+    # Opening a chapter never writes into the course: its MLflow stores, shards and checkpoints go to temp folders.
+    written = sorted(_folder_files(source.parent) - before)
+    assert not written, f"{source.name} wrote into its chapter folder: {written[:5]}; write under tempfile.mkdtemp()"
 
 
 @pytest.mark.notebooks
@@ -327,6 +337,15 @@ def test_smoke_check_passes_for_a_throwaway_chapter_and_catches_a_broken_one(cou
     with pytest.raises(AssertionError, match=r"03-raises: failed: cell \d+: ValueError: boom at N=3") as info:
         check_smoke_and_nbval(src(course, "03-raises"), tmp_path)
     assert "Traceback" in str(info.value) and 'raise ValueError(f"boom at N={N}")' in str(info.value)
+
+
+@pytest.mark.notebooks
+@pytest.mark.timeout(300)
+def test_a_chapter_that_writes_into_its_own_folder_fails_the_smoke_check(course, tmp_path):
+    source = write(course / "chapters/05-writes/05-writes.py",
+                   '# %% [markdown]\n# # Writes\n\n# %% tags=["parameters"]\nN = 2  # smoke: 1\n\n# %%\nopen("mlflow.db", "w").write("x")\n')
+    with pytest.raises(AssertionError, match=r"05-writes.py wrote into its chapter folder: \['mlflow.db'\]"):
+        check_smoke_and_nbval(source, tmp_path)
 
 
 CHAPTER_SOURCES = find_sources(REPO)

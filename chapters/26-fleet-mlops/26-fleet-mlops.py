@@ -189,7 +189,9 @@ tracking.quiet_mlflow_logs()
 logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
 store = tempfile.mkdtemp(prefix="ch26-mlflow-")
 mlflow.set_tracking_uri(f"sqlite:///{store}/mlflow.db")
-mlflow.set_experiment("fleet")
+# The experiment keeps its artifacts (the logged models) beside the database, not in ./mlruns of this folder.
+_, fleet_id = tracking.open_experiment("fleet", mlflow.get_tracking_uri())
+mlflow.set_experiment(experiment_id=fleet_id)
 client = MlflowClient()
 
 

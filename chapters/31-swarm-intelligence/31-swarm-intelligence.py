@@ -336,6 +336,17 @@ for name, gamma, lam2, rho, measured, metro in rows:
 # its whole run, bit for bit.
 
 # %%
+import os
+import tempfile
+from pathlib import Path
+
+# Every pyswarms optimizer configures logging when it is built: by default it adds a `report.log` in the
+# working directory (this chapter's folder). LOG_CFG points it at a configuration of our own instead.
+_log_cfg = Path(tempfile.mkdtemp(prefix="ch31-pyswarms-")) / "logging.yaml"
+_log_cfg.write_text("version: 1\ndisable_existing_loggers: false\nhandlers:\n  console: {class: logging.StreamHandler, "
+                    "level: WARNING}\nroot: {handlers: [console], level: WARNING}\n")
+os.environ["LOG_CFG"] = str(_log_cfg)
+
 import pyswarms
 from pyswarms.single import GlobalBestPSO, LocalBestPSO
 
