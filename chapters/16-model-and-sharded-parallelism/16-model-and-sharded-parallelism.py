@@ -461,7 +461,8 @@ ax2.legend(fontsize="small")
 fig.tight_layout()
 
 # %% [markdown]
-# With $v = 2$ the bubble is that of a pipeline with twice the micro-batches, and $v = 1$ is plain 1F1B.
+# With $v = 2$ the bubble is that of a pipeline with twice the micro-batches; $v = 1$ has 1F1B's bubble,
+# gradients and messages, though Megatron's warm-up rule $2(p-s-1)$ stashes more micro-batches than 1F1B's.
 # The message count doubles, which is free here (the simulator's links cost nothing) but not on a real
 # network: each message pays $\alpha$, so interleaving suits stages joined by fast links and large
 # enough micro-batches for $\beta$ to dominate.

@@ -549,7 +549,7 @@ print(f"here a checkpoint write (with fsync) takes {t_write * 1e3:.1f} ms, {t_wr
 #    checkpoint wait for?
 # 2. **Keep-$n$.** `train_with_checkpoints(keep=2)` deletes old files. Construct a failure sequence in
 #    which `keep=1` loses all progress with the naive writer but not with the atomic one.
-# 3. **Elastic shrink.** Run the fault drill with `--max-restarts=1` and `--nproc-per-node=2`, then
+# 3. **Elastic shrink.** Run the fault drill with `--max-restarts=0` and `--nproc-per-node=2`, then
 #    restart it by hand on 1 process. Which parts of the script make that work?
 # 4. **Young vs Daly.** Derive $\tau^* = \sqrt{2CM}$ from the overhead model and compare with the
 #    measured optimum of section 7 by plugging in the measured $C$ and a made-up $M$.

@@ -639,9 +639,10 @@ else:
 # %% [markdown]
 # ## 8. Exercises
 #
-# 1. **ZeRO on the DP axis.** Replace the DP all-reduce in `train_mesh` by the ZeRO-1 pattern of
-#    Chapter 16 (reduce-scatter the gradient shards over the DP group, Adam on one block, all-gather)
-#    and check it still equals `mesh.reference_train` with Adam. How do the measured DP bytes change?
+# 1. **ZeRO on the DP axis.** Replace the DP all-reduce in `train_mesh` by the sharded-gradient
+#    pattern of Chapter 16's stage 2 (reduce-scatter the gradient shards over the DP group, Adam on one
+#    block, all-gather) and check it still equals `mesh.reference_train` with Adam. How do the measured
+#    DP bytes change?
 # 2. **Mesh order.** Write a `DeviceMesh` variant with DP fastest. On the simulator, give links
 #    inside a "node" of 2 consecutive ranks a lower $\beta$ (hint: wrap the communicator and call
 #    `compute` for the extra time) and compare step times of TP-inside-node and TP-across-nodes.

@@ -114,8 +114,9 @@ print(f"optimal value V*(start) = {V_STAR:.3f}; the initial random policy achiev
 #   \rho_t\big(r_t + \gamma V(x_{t+1}) - V(x_t)\big),\qquad
 #   A_s = \rho_s\,(r_s + \gamma v_{s+1} - V(x_s)).$$
 #
-# With $\bar\rho \ge 1$ the fixed point of the critic is $V^\pi$, the value of the *target* policy, no
-# matter which $\mu$ produced the data. On-policy ($\pi = \mu$, all ratios 1) the sum telescopes to the
+# The fixed point of the critic is the value of the policy proportional to $\min(\bar\rho\,\mu, \pi)$: it is
+# $V^\pi$, the value of the *target* policy, whenever $\bar\rho \ge \max \pi/\mu$, and close to it when the
+# two policies are close, whichever $\mu$ produced the data. On-policy ($\pi = \mu$, all ratios 1) the sum telescopes to the
 # familiar $n$-step return. The library computes $v_s$ by the backward recursion
 # $v_s = V(x_s) + \delta_s + \gamma c_s (v_{s+1} - V(x_{s+1}))$; `vtrace_sum` is its naive
 # $O(T^2)$ twin. Both must agree on an off-policy trajectory, and on-policy both must equal the

@@ -375,7 +375,7 @@ print(f"{N_REQUESTS} requests on {price.instance_type} at {price.price_per_hour}
 # 1. **Sequential testing.** The rollout tests once per window. Replace the fixed window with a sequential
 #    probability ratio test that can decide after fewer requests when the candidate is very bad. How many
 #    requests does a 20%-noise candidate reach now?
-# 2. **Per-segment rollback.** Make the candidate worse only for inputs with $x_0 > 1$. Does the global
+# 2. **Per-segment rollback.** Make the candidate worse only for the fifth of inputs with the largest $x_0$. Does the global
 #    error test catch it? Add a per-segment test and measure its false rollbacks.
 # 3. **Choose a threshold.** From the curve of Section 7, pick the KS threshold for a service that can
 #    afford one false alarm a week when it tests every 50 requests at 100 requests per second.

@@ -70,7 +70,8 @@ def sharded_gradient(comm: Comm, X: np.ndarray, y: np.ndarray, w: np.ndarray) ->
 def naive_sharded_gradient(comm: Comm, X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """The same sum, gathered at rank 0 (which adds the K terms) and sent back to every rank.
 
-    Rank 0 receives and sends (K-1) d-vectors: its link carries K-1 times the ring's traffic per rank.
+    Rank 0 receives and sends (K-1) d-vectors; a ring rank sends 2(K-1)/K d, so rank 0's link carries
+    K/2 times the ring's traffic per rank (Chapter 1, Exercise 4).
     """
     g = local_weighted_gradient(X, y, w, comm.size, comm.rank)
     return naive_allreduce(comm, g, "sum")

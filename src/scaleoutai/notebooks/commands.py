@@ -105,6 +105,15 @@ def cmd_lab(args: argparse.Namespace) -> int:
 def cmd_release(args: argparse.Namespace) -> int:
     from .release import release_course
 
+    if args.what == "solutions":
+        from .solutions import release_solutions
+
+        out = release_solutions(find_repo_root(), args.out, args.chapter, html=args.html)
+        print(f"solutions manual written to {out}: one notebook per chapter{' with its HTML' if args.html else ''}, "
+              f"README.md the index; for instructors only")
+        return 0
+    if args.chapter or args.html:
+        raise UserError("--chapter and --html go with `scaleout release solutions`")
     out = release_course(find_repo_root(), args.out)
     print(f"student edition written to {out}: chapters, labs (stubs and public tests), the library; "
           f"no solutions and no hidden tests")
@@ -138,9 +147,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("pattern", nargs="?", help="chapter folder or notebook name: text or glob ('04', '*comm*')")
     check.set_defaults(func=cmd_check)
 
-    release = subparsers.add_parser("release", help="write the student edition: chapters, released labs, library")
-    release.add_argument("what", choices=["course"], help="what to release (the whole course)")
-    release.add_argument("--out", type=Path, required=True, help="folder for the edition (replaced whole)")
+    release = subparsers.add_parser("release", help="write the student edition (course) or the instructor's solutions manual")
+    release.add_argument("what", choices=["course", "solutions"],
+                         help="course: chapters, released labs, library; solutions: the manual, instructors only")
+    release.add_argument("--out", type=Path, required=True, help="folder to write (replaced whole)")
+    release.add_argument("--chapter", default=None, help="solutions: only chapters whose folder starts with this ('07')")
+    release.add_argument("--html", action="store_true", help="solutions: also execute each and write its HTML")
     release.set_defaults(func=cmd_release)
 
     lab = subparsers.add_parser("lab", help="JupyterLab on your workspace: copies of the chapters and labs; the course files never change")
@@ -151,3 +163,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from .slides import add_parser as add_slides  # `scaleout slides CHAPTER` (issue 21); light to import
 
     add_slides(subparsers)
+    from .repro import add_parser as add_repro  # `scaleout repro CHAPTER` (issue 21); light to import
+
+    add_repro(subparsers)

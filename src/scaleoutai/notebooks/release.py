@@ -2,7 +2,8 @@
 
 It holds the chapter sources, every lab as ``scaleout assign`` releases it (the notebook with stubs and
 its public tests), the library with what installs it, the capstone starter and the examples. It never
-holds ``grading/`` (hidden tests, mutants, rubrics), the lab solution sources, the course's own test
+holds ``grading/`` (hidden tests, mutants, rubrics), the lab solution sources, ``solutions/`` (the manual: any
+line of it in the edition is refused as a leak), the course's own test
 suite or its git history. Each lab is released by ``assign``, which refuses one that holds a line of its
 solution or hidden tests (20+ characters); the edition as a whole is refused if any file holds a
 hidden-test line of 60+ characters (a copied test) or a solution marker. Chapters and the library may
@@ -53,6 +54,8 @@ def release_course(course: Path, out: Path) -> Path:
     """Write the student edition of ``course`` to ``out`` (replaced whole); UserError on a leak."""
     from scaleoutai.grading.labs import _user_error, assign, find_lab, leaks, list_labs, secret_lines
 
+    from .solutions import all_secret_lines
+
     course, out = Path(course).resolve(), Path(out).resolve()
     if course == out or course in out.parents and out.parts[len(course.parts)] in ("labs", "grading", "src"):
         raise _user_error(f"--out {out} is inside the course's own sources; choose another folder")
@@ -70,10 +73,13 @@ def release_course(course: Path, out: Path) -> Path:
         for name in list_labs(course):  # each lab checked against its own answers, as assign does
             assign(find_lab(name, course), tmp / "labs")
         hidden = secret_lines([], course / "grading", 60)  # a copied hidden test, anywhere in the edition
+        manual = all_secret_lines(course)  # a line of the solutions manual (issue 21), anywhere in it
         for path in _text_files(tmp):
-            found = leaks(path.read_text(errors="replace"), hidden)
+            text = path.read_text(errors="replace")
+            found = leaks(text, hidden)
             if path.relative_to(tmp).parts[0] == "src":  # the grader's own code names the markers
                 found = [f for f in found if f != "a solution marker"]
+            found += [f"a solution from solutions/: {s[:60]!r}" for s in sorted(manual & {ln.strip() for ln in text.splitlines()})]
             if found:
                 raise _user_error(f"refusing to write the student edition: {path.relative_to(tmp)} contains "
                                   f"{', '.join(found[:3])}; move that text inside a solution block or out of grading/")

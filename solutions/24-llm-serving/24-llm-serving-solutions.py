@@ -1,0 +1,422 @@
+# %% [markdown]
+# # Chapter 24 solutions: LLM serving
+#
+# Worked solutions to the exercises of `chapters/24-llm-serving` (the instructor's manual, never in
+# the student edition). Each exercise: the answer, the derivation or argument, and for the coding and
+# analysis exercises code that computes it and asserts it.
+
+# %%
+import math
+
+import numpy as np
+
+from scaleoutai import datasets
+from scaleoutai.serving import llm
+from scaleoutai.serving.decoder import decode_step, decoder_forward, decoder_init
+from scaleoutai.serving.paged_cache import BlockAllocator, OutOfBlocks, PagedCache
+
+SEED, BS = 0, 4
+params = decoder_init(seed=SEED, vocab=64, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=128)
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+def serve_budget(params, requests, num_blocks, block_size, max_batch=8, budget=None, chunk=1, watermark=0):
+    """Continuous batching with recompute preemption, plus two knobs the library's serve lacks:
+    a per-iteration token budget (decode tokens first, then prompt chunks) and a block watermark
+    kept free at admission. With budget=None and watermark=0 it schedules exactly as llm.serve."""
+    cache = PagedCache(params, num_blocks, block_size)
+    alloc = cache.alloc
+    queue = sorted(requests, key=lambda r: (r.arrival, r.id))
+    ctx = {r.id: [int(x) for x in r.prompt] for r in requests}
+    goal = {r.id: r.max_new for r in requests}
+    res = llm.ServeResult({r.id: [] for r in requests}, {}, {}, {r.id: r.arrival for r in requests})
+    fed, waiting, running, t = {}, [], [], 0
+    while queue or waiting or running:
+        while queue and queue[0].arrival <= t:
+            waiting.append(queue.pop(0).id)
+        while waiting and len(running) < max_batch:
+            rid = waiting[0]
+            if ceil_div(len(ctx[rid]), block_size) + watermark > alloc.num_free:
+                break
+            alloc.allocate(rid, 0)
+            fed[rid] = 0
+            running.append(waiting.pop(0))
+        if not running:
+            t = queue[0].arrival if queue else t
+            continue
+        plan = {}
+        if budget is None:
+            for rid in running:
+                todo = len(ctx[rid]) - fed[rid]
+                plan[rid] = todo if chunk is None else min(todo, chunk)
+        else:
+            left = budget
+            for rid in running:                      # decode tokens first: they never stall
+                if len(ctx[rid]) - fed[rid] == 1:
+                    plan[rid], left = 1, left - 1
+            for rid in running:                      # then prompt chunks, oldest request first
+                if rid not in plan:
+                    plan[rid] = min(len(ctx[rid]) - fed[rid], max(left, 0))
+                    left -= plan[rid]
+        step = []
+        for rid in list(running):
+            if rid not in running:
+                continue
+            while rid in running:
+                try:
+                    cache.reserve(rid, plan[rid])
+                    step += [(rid, p) for p in range(fed[rid], fed[rid] + plan[rid])]
+                    fed[rid] += plan[rid]
+                    break
+                except OutOfBlocks:
+                    victim = running.pop()
+                    res.preemptions += 1
+                    cache.free(victim)
+                    fed[victim] = 0
+                    waiting.insert(0, victim)
+        logits = decode_step(params, np.array([ctx[q][p] for q, p in step]), np.array([p for _, p in step]),
+                             cache, seqs=np.array([q for q, _ in step]))
+        res.timeline.append(sorted(set(q for q, _ in step)))
+        res.tokens.append(len(step))
+        res.at.append(t)
+        finished, made = [], 0
+        for i, (q, p) in enumerate(step):
+            if p == len(ctx[q]) - 1 and fed[q] == len(ctx[q]):
+                tok = int(np.argmax(logits[i]))
+                res.outputs[q].append(tok)
+                res.first_token.setdefault(q, t)
+                ctx[q].append(tok)
+                made += 1
+                if len(res.outputs[q]) == goal[q]:
+                    finished.append(q)
+        res.generated.append(made)
+        for q in finished:
+            res.finish[q] = t
+            cache.free(q)
+            running.remove(q)
+        t += 1
+    alloc.check()
+    return res
+
+
+def tpot_seconds(res):
+    """Per request: modelled seconds per output token after the first (Chapter 24's clock)."""
+    clock = res.clock_seconds()
+    return np.array([(clock[res.finish[i] + 1] - clock[res.first_token[i] + 1]) / (len(res.outputs[i]) - 1)
+                     for i in sorted(res.outputs) if len(res.outputs[i]) > 1])
+
+
+# my scheduler equals the library's on a trace with preemptions
+tr0 = datasets.request_trace(30, 0.3, (2, 12), (2, 30), vocab=64, seed=SEED)
+lib0 = llm.serve(params, tr0, 24, BS)
+mine0 = serve_budget(params, tr0, 24, BS)
+assert mine0.outputs == lib0.outputs and mine0.tokens == lib0.tokens and mine0.timeline == lib0.timeline
+assert mine0.preemptions == lib0.preemptions > 0
+REF0 = llm.reference_outputs(params, tr0)
+assert mine0.outputs == REF0
+
+# %% [markdown]
+# ## Exercise 1 (coding): a token budget per iteration, decode first
+#
+# **Answer.** With a budget of $T$ tokens per iteration, every running request in its decode phase
+# feeds its one token first, and what is left of $T$ goes to prompt chunks (oldest request first):
+# Sarathi-Serve's stall-free batching. An iteration then costs at most
+# $t_{fixed} + T\,t_{token}$, so a decoding request never waits behind a whole long prefill. On a
+# trace with a few 100-token prompts, the p99 time per output token grows with $T$: small $T$ keeps
+# every iteration short (TPOT close to $t_{fixed} + (\text{batch})\,t_{token}$), while $T = \infty$
+# (whole-prompt prefill, `prefill_chunk=None`) lets one long prompt stretch an iteration by
+# $100\,t_{token}$ for every decoding request in it. The price of a small $T$ is the time to first
+# token of the long prompts, which now take $\lceil p/T' \rceil$ iterations to prefill.
+#
+# **Check.** The scheduler above reproduces `llm.serve` exactly without a budget (same tokens per
+# iteration, same timeline, same preemptions); with every budget the outputs equal the single-request
+# reference, and no iteration feeds more than $T$ tokens.
+
+# %%
+rng = np.random.default_rng(SEED)
+tr1 = datasets.request_trace(24, 0.4, (2, 6), (10, 30), vocab=64, seed=SEED + 1)
+for k, at in enumerate((3, 12, 25)):
+    tr1.append(datasets.Request(100 + k, at, rng.integers(0, 64, size=100), 6))
+REF1 = llm.reference_outputs(params, tr1)
+sweep1 = {}
+for T in (8, 16, 32, 64, None):
+    r = serve_budget(params, tr1, 200, BS, budget=T, chunk=None)
+    assert r.outputs == REF1
+    if T is not None:
+        assert max(r.tokens) <= T
+    sweep1[T] = float(np.percentile(tpot_seconds(r), 99))
+    print(f"budget T={T!s:>4}: p99 TPOT {sweep1[T] * 1e3:6.2f} ms, slowest iteration "
+          f"{llm.iteration_seconds(r.tokens).max() * 1e3:5.1f} ms")
+assert sweep1[8] < sweep1[None] and sweep1[16] < sweep1[None]
+assert sweep1[8] <= sweep1[64] * 1.001
+
+# %% [markdown]
+# ## Exercise 2 (coding): keep freed prefix blocks on an LRU list
+#
+# **Answer.** Let a freed block that holds a published prefix keep its key: it stays on the free list
+# (so it counts as free and can be taken at any time), but behind the blocks that hold nothing, and
+# among the cached ones the least recently freed is taken first. `share_prefix` may then find a key
+# whose block has refcount 0; it takes the block off the free list and shares it. Taking a cached
+# block for new data forgets its key. On a trace whose prompts all start with the same 16-token
+# system prompt at a low arrival rate (here one request every 80 iterations, so none overlap), the
+# library's allocator shares nothing (the prefix is freed with each request), while the LRU allocator serves every
+# request after the first from the cache: $4\lfloor\min(16, p-1)/4\rfloor$ prompt tokens each (the last
+# prompt token is never shared, so its logits are computed). The code checks that count exactly, that
+# every token still equals the reference, and that the allocator's invariants hold.
+
+# %%
+class LRUPrefixAllocator(BlockAllocator):
+    """A BlockAllocator whose freed prefix blocks stay findable until their space is needed."""
+
+    def _take(self):
+        b = self.free_list.pop()                 # empty blocks sit at the end, cached ones at the front
+        key = self.hash_of.pop(b, None)
+        if key is not None:
+            del self.cached[key]
+        self.refcount[b] = 1
+        return b
+
+    def _release(self, b):
+        self.refcount[b] -= 1
+        if self.refcount[b] == 0:
+            if b in self.hash_of:
+                self.free_list.insert(0, b)      # newest cached block is taken last
+            else:
+                self.free_list.append(b)
+
+    def share_prefix(self, seq, tokens):
+        toks = tuple(int(x) for x in tokens)
+        for j in range((len(toks) - 1) // self.block_size):
+            b = self.cached.get(toks[:(j + 1) * self.block_size])
+            if b is None:
+                break
+            if self.refcount[b] == 0:            # revive it from the free list
+                self.free_list.remove(b)
+        return super().share_prefix(seq, tokens)
+
+
+tr2 = [datasets.Request(r.id, 80 * k, r.prompt, r.max_new)  # one request at a time: no overlap
+       for k, r in enumerate(datasets.request_trace(20, 0.05, (18, 26), (2, 8), vocab=64, shared_prefix=16,
+                                                    seed=SEED + 2))]
+REF2 = llm.reference_outputs(params, tr2)
+plain = llm.serve(params, tr2, 64, BS, prefix_sharing=True)
+lru_cache = PagedCache(params, 64, BS, allocator=LRUPrefixAllocator(64, BS))
+lru = llm.serve(params, tr2, 64, BS, prefix_sharing=True, cache=lru_cache)
+lru_cache.alloc.check()
+assert plain.outputs == REF2 and lru.outputs == REF2
+first = min(tr2, key=lambda r: (r.arrival, r.id))
+expect = sum(BS * (min(16, len(r.prompt) - 1) // BS) for r in tr2 if r is not first)
+print(f"prefill tokens saved: live sharing only {plain.shared_tokens}, with the LRU of freed prefixes "
+      f"{lru.shared_tokens} (expected {expect}); prefill tokens fed {sum(plain.tokens)} -> {sum(lru.tokens)}")
+assert lru.shared_tokens == expect > plain.shared_tokens == 0
+assert sum(plain.tokens) - sum(lru.tokens) == lru.shared_tokens - plain.shared_tokens
+
+# %% [markdown]
+# ## Exercise 3 (analysis): a watermark of free blocks at admission
+#
+# **Answer.** Admitting a request only when its prompt blocks *plus* $w$ spare blocks are free leaves
+# room for the running requests to grow, so fewer of them are preempted (each preemption by recompute
+# throws away a request's whole KV and feeds it again). As $w$ grows the preemptions fall, and the
+# wasted recompute work with them; but a large $w$ keeps requests waiting that would have fit, so the
+# batch shrinks. Throughput (output tokens per modelled second) therefore first holds or rises and then
+# falls: on this trace the knee is a small watermark ($w = 4$ blocks, about half a block per running
+# request), where the preemptions have dropped by a quarter and the batch is still full. The code sweeps $w$ on a tight pool, checks that every run still returns the
+# reference tokens, that the preemptions fall, and that recompute work (tokens fed minus prompt and
+# output tokens) falls with them.
+
+# %%
+tr3 = datasets.request_trace(40, 0.5, (2, 12), (10, 40), vocab=64, seed=SEED + 3)
+REF3 = llm.reference_outputs(params, tr3)
+needed = sum(len(r.prompt) + r.max_new - 1 for r in tr3)  # tokens fed with no preemption at all
+rows3 = []
+for w in (0, 2, 4, 8, 12, 16):
+    r = serve_budget(params, tr3, 28, BS, watermark=w)
+    assert r.outputs == REF3
+    thr = sum(r.generated) / r.clock_seconds()[-1]
+    rows3.append((w, r.preemptions, sum(r.tokens) - needed, thr))
+    print(f"watermark {w:>2}: {r.preemptions:>3} preemptions, {sum(r.tokens) - needed:>4} tokens recomputed, "
+          f"{thr:6.1f} output tokens/s (modelled)")
+assert rows3[-1][1] < rows3[0][1] and rows3[-1][2] < rows3[0][2]
+assert all(rec >= 0 for _, _, rec, _ in rows3)
+assert 0 < max(rows3, key=lambda row: row[3])[0] < 16  # an interior knee: throughput rises, then falls
+assert all((p == 0) == (rec == 0) for _, p, rec, _ in rows3)  # recompute work comes only from preemptions
+
+# %% [markdown]
+# ## Exercise 4 (coding): beam search on forked block tables
+#
+# **Answer.** Beam search of width $W = 4$: every step each beam's next-token log-probabilities are
+# added to its score, the $W$ best (beam, token) pairs survive, and each survivor is a `fork` of its
+# parent's table, so all beams share the prompt's blocks and their common history; a beam writes into
+# its own last block only after a copy-on-write. With a 10-token prompt, blocks of 4 and 12 generated
+# tokens, sharing holds the prompt's blocks once instead of four times and the common prefixes of the
+# beams once; without sharing every beam holds $\lceil (p + n)/B\rceil$ blocks. The code runs beam
+# search through `PagedCache` and forks, checks its beams and scores against a cache-free beam search
+# on `decoder_forward`, checks the allocator's invariants after every step, and counts the blocks.
+
+# %%
+def log_softmax(z):
+    z = z - z.max()
+    return z - np.log(np.exp(z).sum())
+
+
+def top_candidates(beams, logps, width):
+    """The `width` best (score, beam index, token) extensions, ties to the earlier beam and token."""
+    cands = [(s + lp[v], i, v) for i, ((_, s), lp) in enumerate(zip(beams, logps)) for v in range(len(lp))]
+    cands.sort(key=lambda c: (-c[0], c[1], c[2]))
+    return cands[:width]
+
+
+def beam_paged(prompt, steps, width, num_blocks=64):
+    """Beam search whose beams are forked sequences of one paged cache."""
+    cache = PagedCache(params, num_blocks, BS)
+    for pos, tok in enumerate(prompt):
+        logits = decode_step(params, np.array([tok]), np.array([pos]), cache, seqs=np.array([0]))
+    beams, logps, sids, nxt = [(list(prompt), 0.0)], [log_softmax(logits[0])], [0], 1
+    used = []
+    for _ in range(steps):
+        chosen = top_candidates(beams, logps, width)
+        new_sids = []
+        for _, i, v in chosen:
+            cache.alloc.fork(sids[i], nxt)
+            new_sids.append(nxt)
+            nxt += 1
+        for s in sids:
+            cache.free(s)
+        out = decode_step(params, np.array([v for _, _, v in chosen]),
+                          np.array([len(beams[i][0]) for _, i, _ in chosen]), cache, seqs=np.array(new_sids))
+        beams = [(beams[i][0] + [v], sc) for sc, i, v in chosen]
+        logps, sids = [log_softmax(o) for o in out], new_sids
+        cache.alloc.check()
+        used.append(cache.alloc.num_blocks - cache.alloc.num_free)
+    return beams, used
+
+
+def beam_reference(prompt, steps, width):
+    """The same search with every sequence's logits recomputed from scratch."""
+    beams = [(list(prompt), 0.0)]
+    for _ in range(steps):
+        logps = [log_softmax(decoder_forward(params, np.array([b]))[0, -1]) for b, _ in beams]
+        beams = [(beams[i][0] + [v], sc) for sc, i, v in top_candidates(beams, logps, width)]
+    return beams
+
+
+prompt4 = np.random.default_rng(4).integers(0, 64, size=10)
+beams4, used4 = beam_paged(prompt4, 12, 4)
+ref4 = beam_reference(prompt4, 12, 4)
+assert [b for b, _ in beams4] == [b for b, _ in ref4]
+np.testing.assert_allclose([s for _, s in beams4], [s for _, s in ref4], rtol=1e-9)
+# blocks holding the sequences' K/V: every token but the newest is cached
+unshared = sum(ceil_div(len(b) - 1, BS) for b, _ in beams4)
+distinct_prefix_blocks = len({tuple(b[:(j + 1) * BS]) for b, _ in beams4 for j in range((len(b) - 1) // BS)})
+partial = sum((len(b) - 1) % BS != 0 for b, _ in beams4)
+print(f"beam of 4 after 12 steps: {used4[-1]} blocks with forks, {unshared} without sharing "
+      f"(blocks per step {used4})")
+assert used4[-1] <= unshared
+assert used4[-1] == distinct_prefix_blocks + partial  # full blocks shared by prefix, tails private
+
+# %% [markdown]
+# ## Exercise 5 (analysis): swap or recompute a preempted request
+#
+# **Answer.** For a preempted request holding $L$ tokens of KV:
+#
+# * **swap** moves its blocks out and back over PCIe:
+#   $c_{swap}(L) = 2\big(\alpha_{pcie} + \lceil L/B\rceil B\, k_{tok}/BW\big)$, with $k_{tok}$ the KV bytes
+#   per token ($2\cdot 32\cdot 4096\cdot 2 = 512$ KiB for the 7B model of Section 1);
+# * **recompute** feeds the $L$ tokens again: $c_{rec}(L) = L\,t_{token}$ in the chapter's iteration
+#   model (the fixed weight read is shared with the iteration the tokens ride in).
+#
+# With $BW = 25$ GB/s (PCIe 4 x16) the swap costs $2k_{tok}/BW \approx 42\,\mu$s per token against
+# $t_{token} = 200\,\mu$s to recompute one, so **swap is cheaper for all but the shortest prompts**:
+# recompute wins only while the fixed transfer latency dominates, below
+# $L^* \approx 2\alpha_{pcie}/(t_{token} - 2k_{tok}/BW)$, about 6 tokens for $\alpha_{pcie} = 0.5$ ms (9 once
+# swaps move whole blocks of 16 tokens). If
+# instead decode is memory-bound and the batch is below the ridge, recomputed tokens ride almost free
+# in iterations that are paid for anyway ($t_{token} \to 0$ at the margin), and then recompute wins at
+# every length: the reason vLLM recomputes by default and swaps only under pressure. The code finds
+# $L^*$ by a scan and compares it with the closed form, and on a real preemption trace it checks the
+# inputs of the cost model: recompute feeds exactly the tokens the preempted requests had cached
+# (counted through a cache subclass), swap feeds none extra.
+
+# %%
+KV_TOK, BW, A_PCIE, T_TOK = 2 * 32 * 4096 * 2, 25e9, 0.5e-3, 2e-4
+BLK = 16
+
+
+def swap_cost(L):
+    return 2 * (A_PCIE + ceil_div(L, BLK) * BLK * KV_TOK / BW)
+
+
+def recompute_cost(L):
+    return L * T_TOK
+
+
+scan = next(L for L in range(1, 10_000) if swap_cost(L) < recompute_cost(L))
+closed = 2 * A_PCIE / (T_TOK - 2 * KV_TOK / BW)
+print(f"swap beats recompute from L = {scan} tokens (closed form without block rounding: {closed:.1f}); "
+      f"per token: swap {2 * KV_TOK / BW * 1e6:.0f} us, recompute {T_TOK * 1e6:.0f} us")
+assert abs(scan - closed) <= BLK and all(swap_cost(L) < recompute_cost(L) for L in range(scan, 4096, 7))
+
+
+class CountingCache(PagedCache):
+    """Counts the cached tokens thrown away by preemptions (a free before the request's last token)
+    and the tokens of KV swapped out."""
+
+    def __init__(self, final_len, *a, **k):
+        super().__init__(*a, **k)
+        self.final_len, self.lost, self.swapped = final_len, 0, 0
+
+    def free(self, seq):
+        if self.alloc.lengths[seq] < self.final_len[seq]:  # a finished request holds all it will
+            self.lost += self.alloc.lengths[seq]
+        super().free(seq)
+
+    def swap_out(self, seq):
+        self.swapped += self.alloc.lengths[seq]
+        super().swap_out(seq)
+
+
+final_len = {r.id: len(r.prompt) + r.max_new - 1 for r in tr0}
+base_tokens = sum(final_len.values())  # tokens fed when nothing is ever preempted
+counts = {}
+for how in ("recompute", "swap"):
+    cc = CountingCache(final_len, params, 24, BS)
+    r = llm.serve(params, tr0, 24, BS, preempt=how, cache=cc)
+    assert r.outputs == REF0
+    counts[how] = (sum(r.tokens) - base_tokens, cc.lost, cc.swapped, r.preemptions)
+print(f"recompute: {counts['recompute'][0]} tokens fed again after {counts['recompute'][3]} preemptions; "
+      f"swap: {counts['swap'][0]} extra tokens, {counts['swap'][2]} tokens of KV swapped out and back")
+assert counts["recompute"][0] == counts["recompute"][1] > 0  # recompute re-feeds exactly what was lost
+assert counts["swap"][0] == 0 and counts["swap"][2] > 0      # swap never recomputes
+
+# %% [markdown]
+# ## Exercise 6 (lab): Lab 24, the paged block allocator
+#
+# The lab is `labs/lab24-paged-kv-cache`. Its reference solution is the solution blocks of
+# `labs/lab24-paged-kv-cache/lab24-paged-kv-cache.py`, and its hidden tests and mutants are in
+# `grading/lab24-paged-kv-cache/` (`tests.py`, `rubric.yaml`, `mutants/`).
+#
+# **Key ideas of the answer.** The allocator is bookkeeping only: a free list, one block table and
+# length per sequence, and a reference count per block. `allocate` is all or nothing: compute the
+# blocks needed, $\lceil n/B\rceil$, and raise `OutOfBlocks` *before* taking any. Appending a token takes a
+# new block exactly when the length is a multiple of $B$; if the last block is partly filled and its
+# count is above 1, the writer first takes a private block, copies the old contents (copy-on-write),
+# and drops one reference to the old block. `fork` copies the table and increments every count; it
+# takes no block. `free` decrements each count and returns a block to the free list only at zero.
+# Preemption by freeing is just `free` of the youngest sequence. The table must stay in logical order.
+#
+# **Mistakes the mutants catch** (the rubric's categories in brackets):
+# - giving a fork fresh blocks (a copy) instead of sharing: memory is not saved, and the counts and
+#   sharing tests fail (`fork_copies`);
+# - skipping copy-on-write, so a fork writes into its sibling's block (`no_copy_on_write`; the tests
+#   look for the word "sibling" in the error), or freeing the old block during the copy although others
+#   still hold it (`reuses_referenced_block`);
+# - leaking on free: forgetting the last block, or returning shared blocks regardless of their count
+#   (`leaks_on_free`, `free_ignores_refcounts`);
+# - taking blocks one by one and raising halfway, which breaks the all-or-nothing contract the
+#   scheduler relies on to preempt and retry (`half_allocates`);
+# - off-by-one at the block boundary (`new_block_one_token_late`) and returning the table sorted instead
+#   of in logical order (`table_in_wrong_order`): both decode wrong tokens;
+# - importing the course library's allocator instead of writing one (`library_answer`).

@@ -1,0 +1,275 @@
+# %% [markdown]
+# # Chapter 25 solutions: Vector search
+#
+# Worked solutions to the exercises of `chapters/25-vector-search` (the instructor's manual, never in
+# the student edition). Each exercise: the answer, the derivation or argument, and for the coding and
+# analysis exercises code that computes it and asserts it.
+
+# %%
+import numpy as np
+
+from scaleoutai import cluster, datasets
+from scaleoutai.collectives import block_range
+from scaleoutai.serving import ivf
+from scaleoutai.serving import vectors as V
+
+SEED, N, NQ, DIM, KTOP, NLIST = 0, 5000, 80, 32, 10, 32
+base, queries = datasets.vector_data(N, NQ, DIM, clusters=64, seed=SEED)
+D_true, I_true = V.knn(queries, base, KTOP)
+
+# %% [markdown]
+# ## Exercise 1 (lab): Lab 25, the sharded top-k merge
+#
+# The lab is `labs/lab25-sharded-topk-merge`. Its reference solution is the solution blocks of
+# `labs/lab25-sharded-topk-merge/lab25-sharded-topk-merge.py`; its hidden tests and mutants are in
+# `grading/lab25-sharded-topk-merge/` (`tests.py`, `rubric.yaml`, `mutants/`).
+#
+# **Key ideas of the answer.** Each rank owns block $r$ of the base by `block_range` (uneven, possibly
+# empty), computes its local top-$\min(k, n_r)$ by the order rule (distance, then the smaller id, all
+# candidates tied with the $k$-th kept until the id decides), shifts its local ids by its block's
+# offset, and sends at most $k$ (distance, id) pairs per query. Rank 0 concatenates its own and the
+# $K-1$ received lists, drops padding (id $-1$), and applies the same order rule to keep $k$. The
+# argument for exactness: a vector beaten by $k$ vectors of its own shard is beaten by them globally,
+# so the global top-$k$ is inside the union of the local top-$k$ lists. The traffic is
+# $k \cdot (4 + 8)$ bytes per query per shard, independent of the shard size.
+#
+# **Mistakes the mutants catch.**
+# - id bookkeeping: forgetting the offset (each shard reports its own row numbers; the test message
+#   says "offset"), or breaking ties by the larger id (the tests say "smaller id");
+# - order: merging by id, or sorting descending (keeping the farthest);
+# - counts: sending $k-1$ candidates, or assuming every shard holds at least $k$ vectors (an
+#   `argpartition` at $k-1$ crashes on short or empty shards, which the tests build on purpose);
+# - the loop: an off-by-one that never receives the last shard;
+# - traffic: sending the whole shard (or patching the statistics to hide it), and importing the
+#   course library's scatter-gather instead of writing it.
+
+# %% [markdown]
+# ## Exercise 2 (coding): IVF-PQ on residuals
+#
+# **Answer.** IVF-PQ stores, for each vector $x$ in list $c$, the PQ code of its residual $x - \mu_c$.
+# A query probes its `nprobe` nearest lists and, per list, builds the asymmetric table for the residual
+# query $q - \mu_c$: $\lVert q - (\mu_c + \hat r)\rVert^2 = \lVert (q - \mu_c) - \hat r\rVert^2$. The
+# residuals are much smaller than the vectors (the centroid has taken the coarse position), so the same
+# $m$ bytes quantize them more finely: at every $m$ the reconstruction error is smaller and, scanning
+# all lists, the recall@10 higher than plain PQ, for the same $m + 8$ bytes per vector (the list id is
+# implicit in the list). With a small `nprobe` its recall is also capped by IVF's own recall, so at a
+# fine $m$ the probe count, not the code, limits it (printed for `nprobe` = 8). The code checks the ADC distances
+# against the explicit reconstruction $\mu_c + \hat r$ and compares both curves.
+
+# %%
+def ivfpq_build(base, nlist, m, seed=0):
+    """IVF lists plus PQ codes of the residual of every vector to its list's centroid."""
+    index = ivf.ivf_build(base, nlist, iters=5, seed=seed)
+    assign = np.empty(len(base), dtype=np.int64)
+    for c, ids in enumerate(index.list_ids):
+        assign[ids] = c
+    resid = base - index.centroids[assign]
+    pq = ivf.pq_train(resid, m, nbits=8, iters=4, seed=seed)
+    return index, pq, [ivf.pq_encode(pq, resid[ids]) for ids in index.list_ids]
+
+
+def ivfpq_search(index, pq, codes, queries, k, nprobe):
+    """ADC over the residual codes of the probed lists."""
+    ds, lists = pq.dsub, np.arange(index.nlist)
+    D = np.empty((len(queries), k))
+    I = np.empty((len(queries), k), dtype=np.int64)
+    coarse = V.distances(queries, index.centroids)
+    for r, q in enumerate(queries):
+        cand_d, cand_i = [], []
+        for c in V.select_topk(coarse[r], lists, nprobe)[1]:
+            rq = q - index.centroids[c]
+            table = np.stack([V.distances(rq[None, j * ds:(j + 1) * ds], pq.codebooks[j])[0] for j in range(pq.m)])
+            cand_d.append(table[np.arange(pq.m)[None, :], codes[c]].sum(axis=1))
+            cand_i.append(index.list_ids[c])
+        D[r], I[r] = V.select_topk(np.concatenate(cand_d), np.concatenate(cand_i), k)
+    return D, I
+
+
+rows2 = []
+for m in (4, 8):
+    index, pq_r, codes_r = ivfpq_build(base, NLIST, m, seed=SEED)
+    pq_p = ivf.pq_train(base, m, nbits=8, iters=4, seed=SEED)
+    codes_p = ivf.pq_encode(pq_p, base)
+    rec_ivfpq = V.recall_at_k(ivfpq_search(index, pq_r, codes_r, queries, KTOP, NLIST)[1], I_true)
+    rec_ivfpq8 = V.recall_at_k(ivfpq_search(index, pq_r, codes_r, queries, KTOP, 8)[1], I_true)
+    rec_pq = V.recall_at_k(ivf.pq_search(pq_p, codes_p, queries, KTOP)[1], I_true)
+    # reconstruction error per vector: residual PQ against plain PQ
+    recon_r = np.concatenate([index.centroids[c] + ivf.pq_decode(pq_r, codes_r[c]) for c in range(NLIST)])
+    order = np.concatenate(index.list_ids)
+    err_r = np.mean(np.sum((recon_r - base[order]) ** 2, axis=1))
+    err_p = np.mean(np.sum((ivf.pq_decode(pq_p, codes_p) - base) ** 2, axis=1))
+    rows2.append((m, m + 8, rec_pq, rec_ivfpq, err_p, err_r))
+    print(f"m={m:>2} ({m + 8} bytes/vector): recall@10 PQ {rec_pq:.3f}, IVF-PQ all lists {rec_ivfpq:.3f}, "
+          f"nprobe 8 {rec_ivfpq8:.3f}; "
+          f"reconstruction MSE {err_p:.4f} -> {err_r:.4f}")
+    assert err_r < err_p and rec_ivfpq > rec_pq
+# the ADC distance equals the distance to the explicit reconstruction, for the last index built
+q0 = queries[0]
+c0 = int(np.argmin(V.distances(q0[None], index.centroids)[0]))
+Dfull, Ifull = ivfpq_search(index, pq_r, codes_r, q0[None], 3, 1)
+rec0 = index.centroids[c0] + ivf.pq_decode(pq_r, codes_r[c0])
+pos = {int(i): j for j, i in enumerate(index.list_ids[c0])}
+for dist, gid in zip(Dfull[0], Ifull[0]):
+    assert abs(dist - np.sum((q0 - rec0[pos[int(gid)]]) ** 2)) < 1e-3 * max(1.0, dist)
+
+# %% [markdown]
+# ## Exercise 3 (coding): a two-round protocol that skips hopeless candidates
+#
+# **Protocol.** Round 1: every shard sends its best $k_1 = \lceil k/K \rceil$ candidates per query
+# (so the root holds at least $k$). The root's $k$-th best among them, $\tau$, is an **upper bound on
+# the true $k$-th distance** (the $k$-th best of a subset is never better than the $k$-th best of the
+# whole). The root sends $\tau$ per query back to every shard. Round 2: a shard sends only its
+# remaining candidates among its local top-$k$ with distance $\le \tau$ (ties kept, so the id rule can
+# decide). Anything with distance $> \tau$ is beaten by $k$ candidates the root already has, so it
+# cannot win: the merge is exact.
+#
+# **Bytes.** The one-round merge sends $(K-1)\,k\cdot 12$ bytes per query. The two-round protocol sends
+# $(K-1)k_1\cdot 12$ in round 1, $(K-1)\cdot 4$ for $\tau$, and in round 2 only the candidates under
+# $\tau$, each as (query, distance, id). With the base split in random blocks the true neighbours are
+# spread over the shards, $\tau$ is fairly tight, and the code measures a clear saving at $K = 8$
+# (printed); the price is a second round trip, $2\alpha$ more latency. It checks exactness against
+# `knn` and counts the bytes with the simulator's own statistics.
+
+# %%
+def two_round(comm, queries, base, k):
+    """Exact sharded top-k in two rounds; rank 0 returns (D, I)."""
+    start, stop = block_range(len(base), comm.size, comm.rank)
+    Dl, Il = V.local_topk(queries, base[start:stop], start, k)
+    k1 = -(-k // comm.size)
+    first_d, first_i = Dl[:, :k1], Il[:, :k1]
+    if comm.rank:
+        comm.send(np.ascontiguousarray(first_d), 0)
+        comm.send(np.ascontiguousarray(first_i), 0)
+        tau = comm.recv(0)
+        rest_d, rest_i = Dl[:, k1:], Il[:, k1:]
+        keep = rest_d <= tau[:, None]
+        qi = np.nonzero(keep)[0]
+        comm.send(np.stack([qi.astype(np.float64), rest_d[keep].astype(np.float64),
+                            rest_i[keep].astype(np.float64)]), 0)
+        return None
+    parts = [(first_d, first_i)] + [(comm.recv(s), comm.recv(s)) for s in range(1, comm.size)]
+    D1, _ = V.merge_topk(parts, k)
+    tau = D1[:, k - 1].astype(np.float32)
+    for s in range(1, comm.size):
+        comm.send(tau, s)
+    cand = [(Dl, Il)] + parts[1:]
+    extra_d, extra_i = [[] for _ in queries], [[] for _ in queries]
+    for s in range(1, comm.size):
+        qi, dd, ii = comm.recv(s)
+        for q, d, i in zip(qi.astype(int), dd, ii.astype(np.int64)):
+            extra_d[q].append(d)
+            extra_i[q].append(i)
+    D = np.empty((len(queries), k), dtype=Dl.dtype)
+    I = np.empty((len(queries), k), dtype=np.int64)
+    for r in range(len(queries)):
+        dd = np.concatenate([c[0][r] for c in cand] + [np.array(extra_d[r], dtype=Dl.dtype)])
+        ii = np.concatenate([c[1][r] for c in cand] + [np.array(extra_i[r], dtype=np.int64)])
+        real = ii >= 0
+        D[r], I[r] = V.select_topk(dd[real], ii[real], k)
+    return D, I
+
+
+K3 = 8
+res2 = cluster.run(two_round, K3, args=(queries, base, KTOP), timeout=120)
+D2, I2 = res2.values[0]
+assert np.array_equal(I2, I_true) and np.array_equal(D2, D_true)
+res1 = V.run_sharded_knn(queries, base, KTOP, K3, timeout=120)[2]
+bytes1 = sum(s.bytes_sent for s in res1.stats)
+bytes2 = sum(s.bytes_sent for s in res2.stats)
+assert bytes1 == (K3 - 1) * NQ * KTOP * 12  # the one-round formula
+print(f"K={K3}: one round {bytes1 / NQ:.0f} bytes per query, two rounds {bytes2 / NQ:.0f} "
+      f"({1 - bytes2 / bytes1:.0%} saved)")
+assert bytes2 < bytes1
+
+# %% [markdown]
+# ## Exercise 4 (analysis): shards that hold whole IVF lists
+#
+# **Answer.** With whole lists on shards (lists dealt to $K$ shards by size, largest first, to the
+# currently smallest shard), a query goes only to the shards that hold its `nprobe` lists: with
+# `nprobe` $= 4$ of 32 lists on $K = 8$ shards a query touches about 3 shards instead of 8, so the
+# fan-out and its tail (Section 6) shrink and the answer is exactly IVF's (same lists scanned). The
+# cost is **load balance**, which now follows the data and the queries. After the shifted inserts of
+# Section 6 (new vectors in a region the centroids never saw, added without retraining), the new
+# vectors pile into the few lists nearest to them, so the shards holding those lists grow far larger
+# than the rest, and the queries that want the new data all go to those same shards: both the storage
+# and the query load become skewed. Rebalancing needs retraining (new lists) and moving lists between
+# shards; random blocks never have this problem but fan out to every shard.
+
+# %%
+def deal_lists(sizes, K):
+    """Greedy: largest list first, to the shard with the fewest vectors so far."""
+    owner, load = np.empty(len(sizes), dtype=np.int64), np.zeros(K)
+    for c in np.argsort(-sizes, kind="stable"):
+        owner[c] = int(np.argmin(load))
+        load[owner[c]] += sizes[c]
+    return owner
+
+
+def by_cluster(index, owner, queries, k, nprobe, K):
+    """Search only the shards owning a query's probed lists; returns (D, I, shards touched, work per shard)."""
+    lists = np.arange(index.nlist)
+    coarse = V.distances(queries, index.centroids)
+    D, I = np.empty((len(queries), k)), np.empty((len(queries), k), dtype=np.int64)
+    touched, work = [], np.zeros(K)
+    for r in range(len(queries)):
+        probe = V.select_topk(coarse[r], lists, nprobe)[1]
+        touched.append(len(set(owner[probe].tolist())))
+        for c in probe:
+            work[owner[c]] += len(index.list_ids[c])
+        cand_ids = np.concatenate([index.list_ids[c] for c in probe])
+        cand = np.concatenate([index.list_vectors[c] for c in probe])
+        D[r], I[r] = V.select_topk(V.distances(queries[r:r + 1], cand)[0], cand_ids, k)
+    return D, I, np.mean(touched), work
+
+
+K4, NPROBE = 8, 4
+idx4 = ivf.ivf_build(base, NLIST, iters=5, seed=SEED)
+owner = deal_lists(idx4.list_sizes(), K4)
+Dc, Ic, touched, work = by_cluster(idx4, owner, queries, KTOP, NPROBE, K4)
+Dref, Iref = ivf.ivf_search(idx4, queries, KTOP, NPROBE)
+assert np.array_equal(Ic, Iref)  # exactly IVF's answer
+store = np.bincount(owner, weights=idx4.list_sizes(), minlength=K4)
+new, new_q = datasets.vector_data(N // 4, NQ, DIM, clusters=4, spread=0.5, box=1.0, seed=SEED + 1)
+new, new_q = new + 1.0, new_q + 1.0
+grown = ivf.ivf_build(np.concatenate([base, new]), NLIST, iters=0, centroids=idx4.centroids)
+store2 = np.bincount(owner, weights=grown.list_sizes(), minlength=K4)
+_, _, touched2, work2 = by_cluster(grown, owner, new_q, KTOP, NPROBE, K4)
+imb = lambda x: float(x.max() / x.mean())  # noqa: E731
+print(f"queries touch {touched:.1f} of {K4} shards; storage imbalance (max/mean) {imb(store):.2f} -> "
+      f"{imb(store2):.2f} after the inserts; query-load imbalance {imb(work):.2f} (old queries) vs "
+      f"{imb(work2):.2f} (queries for the new data)")
+assert touched < K4 / 2
+assert imb(store2) > imb(store) and imb(work2) > 2 * imb(work)
+
+# %% [markdown]
+# ## Exercise 5 (conceptual): a generative reader
+#
+# **Answer.** With the extractive reader of the chapter an answer is right *exactly* when the passage
+# holding it was retrieved: the reader copies a span and never invents, so accuracy equals the
+# retriever's hit rate (the chapter asserts this). A generative reader (the tiny decoder of Chapter 22,
+# prompted with the retrieved passages) breaks that identity in both directions.
+#
+# * **It can be wrong with the right passage.** Generation is conditioned on the whole prompt; the
+#   decoder must attend to the right span among $k$ passages and copy it token by token. More
+#   retrieved passages mean more distractors (other countries' facts of the same relation), a longer
+#   context and more chances to copy a wrong entity; the "lost in the middle" effect makes the position
+#   of the right passage matter. So accuracy falls below the hit rate, and can *fall* as $k$ grows
+#   even though the hit rate rises.
+# * **It can be right without the passage.** A trained model answers from its parametric memory or by
+#   a lucky guess among few plausible answers, so accuracy is no longer bounded by the hit rate.
+# * **And the tiny decoder of Chapter 22 has random weights**: it has never learned to read, so its
+#   accuracy is at chance whatever is retrieved. A meaningful experiment needs a trained model; with
+#   it, the evaluation must report the retriever's hit rate and the reader's accuracy given a hit
+#   separately, since accuracy $= P(\text{hit})\,P(\text{right}\mid\text{hit}) +
+#   P(\text{miss})\,P(\text{right}\mid\text{miss})$ and only the first factor belongs to the index.
+#
+# The decomposition is an identity for any reader; the cell checks it on a made-up reader that is
+# right with probability 0.8 after a hit and 0.05 after a miss.
+
+# %%
+rng = np.random.default_rng(SEED)
+hit = rng.random(5000) < 0.7
+right = np.where(hit, rng.random(5000) < 0.8, rng.random(5000) < 0.05)
+lhs = right.mean()
+rhs = hit.mean() * right[hit].mean() + (~hit).mean() * right[~hit].mean()
+assert abs(lhs - rhs) < 1e-12 and lhs != hit.mean()
