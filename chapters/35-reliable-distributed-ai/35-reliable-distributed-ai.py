@@ -643,12 +643,14 @@ shutil.rmtree(ckpt_root)
 # ## 8. Exercises
 #
 # 1. **Bucketing.** Average random groups of $s$ workers before the robust rule (Karimireddy et al. 2022).
-#    Rerun Section 4's curves with the Dirichlet label skew of Chapter 14: which rule gains most?
+#    With $K = 10$ a bucket of $s \ge 2$ needs $f \le 2$ (a majority of honest buckets): rerun Section 4's
+#    curves with $f = 2$, $s = 2$ and the Dirichlet label skew of Chapter 14. Which rule gains most?
 # 2. **Crashes as Byzantine.** Make the server of `robust_aggregate` catch `PeerCrashedError`, aggregate the
 #    vectors that arrived, and count each missing one as one of the $f$. What $f$ is left for attackers?
 # 3. **Krum's blind spot.** Show with a 2-D picture why $f$ identical vectors win Krum, then write a defence
 #    (for example, reject duplicates, or use centered clipping) and rerun the IPM column.
-# 4. **Stronger ALIE.** Sweep $z$ from 0.5 to 5 and plot the final accuracy per rule. Where does each break?
+# 4. **Stronger ALIE.** Sweep $z$ from 0.5 to 5 and plot the final accuracy per rule. Does any rule break,
+#    and for which $z$ does Krum pick the attacker's vector (derive the bound)?
 # 5. **Ledger policy.** Given a budget $\varepsilon = 8$ and a sweep of 20 trials, choose $\sigma$ so that
 #    every trial fits (`max_steps`, `epsilon_with`). Compare with splitting the budget evenly in $\varepsilon$.
 # 6. **Lab 35** (`labs/lab35-robust-aggregation`): write the median, the trimmed mean, Krum and the

@@ -264,7 +264,7 @@ assert min(ipm["krum + dedup"], ipm["centered clip"]) > ipm["krum"] + 0.3
 # The median and trimmed mean are additionally confined to the honest range, and the mean moves by only
 # $f z \sigma / K = 0.3 z \sigma$.
 #
-# > Note for the instructor: the exercise expects each rule to "break" somewhere in $[0.5, 5]$; on the
+# > Note for the instructor: students often expect each rule to break somewhere in $[0.5, 5]$; on the
 # > chapter's easy problem none does within a few points of accuracy. To see ALIE break the robust rules,
 # > make the problem harder (separation 1.0 instead of 3.0, or a deeper network) so that honest
 # > gradients disagree more; Baruch et al. report breakdown at $z \approx 1$ on deep networks.

@@ -278,6 +278,7 @@ for b in (4, 16):  # B below B_noise: linear scaling holds (within the integer r
 gd_floor = expected_gap(10 ** 15, 1 / lam_max, EPS3)  # B -> infinity: full-batch GD at eta_max
 assert steps3[64] >= gd_floor and 64 > b_noise3 and 64 * steps3[64] > 1.5 * steps3[1]
 assert steps3[1] / 64 < gd_floor  # the floor is why 1/B must stop
+print(f"full-batch GD at eta_max needs {gd_floor} steps: no batch size can do better; t_1 / 64 = {steps3[1] / 64:.2f}")
 
 # Monte Carlo of real SGD against the exact recursion (B = 4, 400 runs)
 RUNS, B_MC = 400, 4
@@ -422,7 +423,7 @@ print(f"plain float32: {len(plain_bits)} distinct results over K and orders; pre
 # (gloo over loopback) and fits the three. On an idle laptop the student typically sees $\alpha$ of tens to
 # hundreds of microseconds (Python, pickling and gloo, not the wire) and a loopback bandwidth of a few GB/s;
 # on a loaded machine the small-message times scatter by factors of ten, so the ordinary fit can even
-# return a negative $\alpha$, which is the exercise's point. The one thing we can assert about noisy real
+# return a negative $\alpha$ or $\beta$, which is the exercise's point. The one thing we can assert about noisy real
 # timings is a property of the estimators: the robust fit minimises the mean absolute relative residual, so
 # its mean is never above that of the other two fits.
 
@@ -462,16 +463,21 @@ def fit_relative(m, t):
 
 
 def fit_robust(m, t):
-    """min sum |t - a - b m| / t as a linear program in (a, b, slack); a and b free."""
+    """min sum |t - a - b m| / t as a linear program in (a, b, slack); a and b free.
+
+    Solved in units where the median time and the largest size are 1 (the loss is scale-free), so that
+    the solver's absolute tolerances do not swallow a beta of 1e-9 s/B."""
+    t_unit, m_unit = float(np.median(t)), float(np.max(m))
+    ts, ms = t / t_unit, m / m_unit
     k = m.size
-    cost = np.concatenate([[0.0, 0.0], 1.0 / t])
+    cost = np.concatenate([[0.0, 0.0], 1.0 / ts])
     rows = np.zeros((2 * k, 2 + k))
-    rows[:k, 0], rows[:k, 1], rows[:k, 2:] = -1.0, -m, -np.eye(k)  # t - a - b m <= s
-    rows[k:, 0], rows[k:, 1], rows[k:, 2:] = 1.0, m, -np.eye(k)  # a + b m - t <= s
-    rhs = np.concatenate([-t, t])
+    rows[:k, 0], rows[:k, 1], rows[:k, 2:] = -1.0, -ms, -np.eye(k)  # t - a - b m <= s
+    rows[k:, 0], rows[k:, 1], rows[k:, 2:] = 1.0, ms, -np.eye(k)  # a + b m - t <= s
+    rhs = np.concatenate([-ts, ts])
     sol = linprog(cost, A_ub=rows, b_ub=rhs, bounds=[(None, None)] * 2 + [(0, None)] * k, method="highs")
     assert sol.status == 0
-    return sol.x[0], sol.x[1]
+    return sol.x[0] * t_unit, sol.x[1] * t_unit / m_unit
 
 
 FITS = {"ordinary": fit_ordinary, "relative": fit_relative, "robust": fit_robust}
@@ -530,4 +536,4 @@ for name, fit in FITS.items():
     mean_rel[name] = float(np.mean(np.abs(t_real - a_hat - b_hat * m_real) / t_real))
     print(f"process backend, {name:>8} fit: alpha {a_hat * 1e6:9.1f} us, beta {b_hat * 1e9:7.3f} ns/B, "
           f"mean |relative residual| {mean_rel[name]:.2f}")
-assert all(mean_rel["robust"] <= v + 1e-9 for v in mean_rel.values())  # LAD is optimal for that loss
+assert all(mean_rel["robust"] <= v * (1 + 1e-6) for v in mean_rel.values())  # LAD is optimal for that loss

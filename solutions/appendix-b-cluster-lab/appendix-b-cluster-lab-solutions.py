@@ -217,14 +217,18 @@ print(f"job script: {len(job_text.splitlines())} lines; the Slurm bar >= torchru
 
 # %%
 CKPT_SCRIPT = '''
-import json, os, sys
+import json, os, sys, time
 tries = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 rank = int(os.environ["RANK"])
 ckpt = os.path.join(sys.argv[1], f"rank{rank}.json")
 start = json.load(open(ckpt))["next_step"] if os.path.exists(ckpt) else 0
 print(f"rank {rank} attempt {tries} pid {os.getpid()} resumes at step {start}", flush=True)
+open(os.path.join(sys.argv[1], f"started-{rank}-{tries}"), "w").close()
 for step in range(start, 10):
     if rank == 1 and step == 6:
+        marker, t_end = os.path.join(sys.argv[1], f"started-0-{tries}"), time.time() + 60
+        while not os.path.exists(marker) and time.time() < t_end:  # let rank 0 report before failing
+            time.sleep(0.01)
         sys.exit(f"rank {rank}: step {step} hits the corrupt shard")
     with open(ckpt + ".tmp", "w") as f:
         json.dump({"next_step": step + 1}, f)
@@ -241,7 +245,7 @@ try:
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
         status4 = run_script(str(script_path), scale="torchrun", workers=2, script_args=[str(state_dir)],
-                             timeout=120, max_restarts=1)
+                             timeout=120, max_restarts=1, env={"TMPDIR": work})  # torchelastic's logs too
     t_restart = time.perf_counter() - t0
 finally:
     shutil.rmtree(work, ignore_errors=True)
