@@ -305,8 +305,8 @@ plt.show()
 
 # %% [markdown]
 # Part I owns the most terms because the collectives, the cost model and the failure vocabulary are
-# defined once there and reused everywhere. Part VIII's few terms are mostly planned, so no text can
-# use them yet; the gray part of each bar is the list of misses printed above.
+# defined once there and reused everywhere. Part VIII owns few terms: its case studies compose the
+# vocabulary of the earlier parts. The gray part of each bar is the list of misses printed above.
 #
 # ### The five course paths
 #
