@@ -135,7 +135,8 @@ def test_solution_manual_runs_and_its_asserts_hold(manual, tmp_path):
     if not manual.is_file():
         pytest.fail(f"{manual.relative_to(REPO)} is missing")
     before = {p for p in manual.parent.rglob("*")}
-    env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0")
+    # SCALEOUT_SOLUTIONS_SPARK: Chapter 7's answer also checks its plan against Spark's (a start of 10-60 s)
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0", SCALEOUT_SOLUTIONS_SPARK="1")
     proc = subprocess.run([sys.executable, str(manual)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=180)
     assert proc.returncode == 0, f"{manual.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}"
