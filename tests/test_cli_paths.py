@@ -14,7 +14,8 @@ COMMANDS = [["assign", "lab04", "--out", "{bad}"],
             ["grade", "lab04", str(ROOT / "tests" / "grading_helpers.py"), "--out", "{bad}"],
             ["grade", "export-gradescope", "lab04", "--out", "{bad}/a.zip"],
             ["notebooks", "build", "04", "--out", "{bad}"], ["notebooks", "run", "04", "--smoke", "--out", "{bad}"],
-            ["release", "course", "--out", "{bad}"]]
+            ["release", "course", "--out", "{bad}"], ["release", "solutions", "--chapter", "01", "--out", "{bad}"],
+            ["repro", "appendix-a", "--out", "{bad}"]]
 
 
 @pytest.mark.parametrize("kind", sorted(BAD))

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from ..errors import UserError
 
 # what the edition copies from the course, as it is; labs/ are released, never copied
 COPIED = ("chapters", "syllabi", "src/scaleoutai", "capstone", "examples", "environments", "docker/Dockerfile.student",
@@ -36,7 +40,8 @@ make install   # only install
 - **Labs** (`labs/labNN-slug/labNN-slug.ipynb`): write your code where a cell raises
   `NotImplementedError`, run the public tests in the last cell, then hand in the `.ipynb` as your
   instructor asks. The grader runs more, hidden tests, on more world sizes and data types.
-- **Capstone** (`capstone/`): the template project, the rubric and the report template.
+- **Capstone** (`capstone/`): the template project, four starter options (`capstone/options/`), the rubric
+  and the report template.
 """
 
 
@@ -50,6 +55,25 @@ def _text_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and (p.suffix in TEXT or p.name in TEXT))
 
 
+@contextmanager
+def replace_folder(out: Path, course: Path, protected: tuple[str, ...]) -> Iterator[Path]:
+    """A temp folder beside ``out`` that replaces ``out`` whole when the block ends without an error (and is
+    removed when it raises), so nothing is half-written. Refuses an ``out`` that is ``course`` itself or
+    lies inside one of its ``protected`` folders."""
+    course, out = Path(course).resolve(), Path(out).resolve()
+    if course == out or course in out.parents and out.parts[len(course.parts)] in protected:
+        raise UserError(f"--out {out} is inside the course's own sources; choose another folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def release_course(course: Path, out: Path) -> Path:
     """Write the student edition of ``course`` to ``out`` (replaced whole); UserError on a leak."""
     from scaleoutai.grading.labs import _user_error, assign, find_lab, leaks, list_labs, secret_lines
@@ -57,11 +81,7 @@ def release_course(course: Path, out: Path) -> Path:
     from .solutions import all_secret_lines
 
     course, out = Path(course).resolve(), Path(out).resolve()
-    if course == out or course in out.parents and out.parts[len(course.parts)] in ("labs", "grading", "src"):
-        raise _user_error(f"--out {out} is inside the course's own sources; choose another folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    with replace_folder(out, course, ("labs", "grading", "src", "solutions")) as tmp:
         for name in COPIED:
             src = course / name
             if src.is_dir():
@@ -83,9 +103,4 @@ def release_course(course: Path, out: Path) -> Path:
             if found:
                 raise _user_error(f"refusing to write the student edition: {path.relative_to(tmp)} contains "
                                   f"{', '.join(found[:3])}; move that text inside a solution block or out of grading/")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out

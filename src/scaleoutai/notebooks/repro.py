@@ -157,17 +157,14 @@ here="$(cd "$(dirname "$0")" && pwd)"
 def package(root: Path, chapter: str, out: Path, full: bool = False, overrides: dict[str, Any] | None = None,
             timeout: float = 600.0, command: str = "") -> Path:
     """Write the reproducibility package of ``chapter`` to ``out`` (replaced whole) and return it."""
+    from .release import replace_folder
     from .sources import smoke_parameters
 
     root, out = Path(root).resolve(), Path(out).resolve()
     source = _chapter(root, chapter)
-    if root == out or root in out.parents and out.parts[len(root.parts)] in ("chapters", "src", "labs", "solutions"):
-        raise UserError(f"--out {out} is inside the course's own sources; choose another folder")
     parameters = {**({} if full else smoke_parameters(source)), **(overrides or {})}
     name = source.stem
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    with replace_folder(out, root, ("chapters", "src", "labs", "solutions")) as tmp:
         shutil.copytree(source.parent, tmp / "chapter" / name, ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
         uri = f"sqlite:///{tmp / 'mlflow.db'}"
         runs = [execute(tmp / "chapter" / name, parameters, tmp / "executed" / f"{name}.ipynb", timeout, uri)]
@@ -189,11 +186,6 @@ def package(root: Path, chapter: str, out: Path, full: bool = False, overrides: 
         _log_runs(uri, name, parameters, env, runs, command or f"scaleout repro {chapter} --out {out}")
         (tmp / "run.sh").write_text(RUN_SH.format(commit=env["commit"], out=out))
         (tmp / "README.md").write_text(_readme(name, full, parameters, env, reproducible, measured, seeds, out))
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

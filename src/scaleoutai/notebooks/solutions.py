@@ -12,7 +12,6 @@ manual as notebooks (or executed HTML).
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -170,17 +169,15 @@ def release_solutions(root: Path, out: Path, pattern: str | None = None, html: b
 
     from .execute import KERNELSPEC
 
-    root, out = Path(root).resolve(), Path(out).resolve()
-    if root == out or root in out.parents and out.parts[len(root.parts)] in ("chapters", SOLUTIONS, "src", "labs"):
-        raise UserError(f"--out {out} is inside the course's own sources; choose another folder")
+    from .release import replace_folder
+
+    root = Path(root).resolve()
     problems = check_solutions(root, pattern)
     if problems:
         raise UserError(f"the manual is incomplete ({len(problems)} problem(s)); first: {problems[0]}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     rows = ["# Scaling Out AI: the solutions manual", "", "Instructors only: never give this folder to students.",
             "", "| chapter | exercises | coding | analysis | conceptual | lab |", "|---|---:|---:|---:|---:|---:|"]
-    try:
+    with replace_folder(out, root, ("chapters", SOLUTIONS, "src", "labs")) as tmp:
         for chapter in chapters_with_exercises(root, pattern):
             source = solution_path(root, chapter)
             nb = jupytext.reads(source.read_text(encoding="utf-8"), fmt="py:percent")
@@ -193,12 +190,7 @@ def release_solutions(root: Path, out: Path, pattern: str | None = None, html: b
             rows.append(f"| [{chapter.parent.name}]({dest.name}) | {len(kinds)} | "
                         + " | ".join(str(kinds.count(k)) for k in KINDS) + " |")
         (tmp / "README.md").write_text("\n".join(rows) + "\n", encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return Path(out).resolve()
 
 
 def _render_html(notebook: Path, timeout: float) -> Path:
