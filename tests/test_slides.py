@@ -29,7 +29,9 @@ N = 10  # smoke: 2
 # %% [markdown]
 # ## 1. Motivation
 #
-# Why this matters, in prose.
+# Why this matters, in prose, with the formula of the section:
+#
+# $$S_p = \\frac{T_1}{T_p}$$
 
 # %%
 from scaleoutai.notebooks import show
@@ -100,7 +102,9 @@ def test_headings_are_slides_show_and_figure_cells_subslides_and_prose_notes(tmp
     got = kinds(nb)
     assert got[:6] == [("slide", "# Chapter 99. A tiny chapter"), ("notes", "Intro prose for the speaker."),
                        ("skip", "N = 10  # smoke: 2"), ("slide", "## 1. Motivation"),
-                       ("notes", "Why this matters, in prose."), ("subslide", "from scaleoutai.notebooks import show")]
+                       ("notes", "Why this matters, in prose, with the formula of the section:"),
+                       ("subslide", "from scaleoutai.notebooks import show")]
+    assert nb.cells[3].source == "## 1. Motivation\n\n$$S_p = \\frac{T_1}{T_p}$$"  # its formula on the slide
     assert got[6] == ("subslide", "import matplotlib.pyplot as plt")  # the figure
     assert got[7:9] == [("notes", "Prose between cells."), ("slide", "## 2. Overrides")]  # cut at the heading
     hidden = [c.metadata.get("transient", {}).get("remove_source", False) for c in nb.cells if c.cell_type == "code"]
@@ -126,9 +130,13 @@ def test_render_deck_writes_the_deck_and_its_offline_reveal_js_atomically(tmp_pa
     text = unescape(re.sub(r"<[^>]+>", "", html))
     assert "total = sum(range(N))" in text and 'print("a key result")' not in text  # only slide-code shows code
     loads = re.findall(r'(?:src|href)="((?!data:|#)[^"]*)"', html)
-    assert sorted(loads) == ["reveal.js/dist/reveal.css", "reveal.js/dist/reveal.js",
-                             "reveal.js/dist/theme/white.css", "reveal.js/plugin/notes/notes.js"]
+    assert sorted(loads) == ["reveal.js/dist/reveal.css", "reveal.js/dist/reveal.js", "reveal.js/dist/theme/white.css",
+                             "reveal.js/plugin/math/math.js", "reveal.js/plugin/notes/notes.js"]
     assert all((out / p).is_file() for p in loads)  # nothing from a CDN: the deck works from file://
+    assert '"reveal.js/mathjax/MathJax.js"' in html and (out / "reveal.js/mathjax/config/TeX-AMS-MML_HTMLorMML-full.js").is_file()
+    assert not (out / "reveal.js/mathjax/extensions/a11y").exists()  # MathJax without its screen-reader extras
+    slide = html.split("1. Motivation", 1)[1].split("</section>", 1)[0]
+    assert "S_p = \\frac{T_1}{T_p}" in slide.split('<aside class="notes">')[0]  # the formula is on the slide
     assert sorted(p.name for p in out.iterdir()) == ["99-tiny.slides.html", "reveal.js"]  # no temp left
     again = render_deck(tiny_notebook(tmp_path), out, name="99-again")  # a second deck shares reveal.js
     assert again.read_text().count("<section") == html.count("<section")
@@ -205,10 +213,13 @@ def test_a_part_one_deck_opens_offline_in_headless_chromium(tmp_path, capsys):
         WebDriverWait(driver, 20, poll_frequency=0.25).until(lambda d: d.execute_script(
             "const i = Reveal.getCurrentSlide().querySelector('img'); return i && i.complete && i.naturalWidth > 0"))
         driver.save_screenshot(str(tmp_path / "figure.png"))
+        # the section's display formula, typeset offline by MathJax from the copy beside the deck
+        WebDriverWait(driver, 60, poll_frequency=0.25).until(lambda d: d.execute_script(
+            "return document.querySelectorAll('.reveal .slides .MathJax_Display, .reveal .slides .MathJax').length > 0"))
         loaded = driver.execute_script(
             "return [...document.querySelectorAll('script[src], link[href]')].map(e => e.src || e.href)")
         font = driver.execute_script("return getComputedStyle(document.querySelector('.reveal')).fontFamily")
     assert v > 0  # a figure is a sub-slide under its section
-    assert len(loaded) == 4 and all(url.startswith("file://") for url in loaded), loaded  # no network
+    assert len(loaded) >= 5 and all(url.startswith("file://") for url in loaded), loaded  # no network
     assert "Source Sans Pro" in font  # the reveal.js theme loaded from the copy beside the deck
     assert non_blank(tmp_path / "title.png") > 5 and non_blank(tmp_path / "figure.png") > 5

@@ -7,8 +7,9 @@ Slide structure (defaults, so an unmarked chapter still gives a good deck):
 
 - Markdown cells are cut at their level-1 and level-2 heading lines (outside code fences). The
   ``# Chapter N. Title`` heading is the title slide and every ``## ...`` heading (sections 1-9, What's
-  next) a slide, each showing only the heading; the prose under a heading, and any other markdown,
-  becomes the speaker notes (``notes``) of the slide before it (press ``s`` in the deck).
+  next) a slide, showing the heading and the first ``MAX_FORMULAS`` display formulas (``$$...$$``) of
+  its prose; the prose under a heading, and any other markdown, becomes the speaker notes (``notes``)
+  of the slide before it (press ``s`` in the deck).
 - Code cells that show the library's code (they call ``show(``), cells tagged ``slide`` or
   ``slide-code``, and every cell with an image output (a figure) are sub-slides. Their code is hidden
   (only the outputs show) unless the cell is tagged ``slide-code``; stderr (warnings) is left off.
@@ -23,7 +24,9 @@ reveal.js works offline: its files (reveal.js 5, theme ``white``, the speaker-no
 the ``sphinx-revealjs`` wheel; ``render_deck`` copies them beside the deck (``DIR/reveal.js/``) and the
 deck loads them by that relative path, so it opens from ``file://`` with no network. nbconvert's own
 reveal template also loads require.js, jQuery, mermaid and MathJax from CDNs; our template (a child of
-it) leaves those out and loads reveal.js with plain script tags. Math stays TeX source (``$K$``).
+it) leaves those out and loads reveal.js with plain script tags. Formulas on the slides are typeset by
+reveal.js's math plugin with MathJax 2 from the ``jupyter-server-mathjax`` wheel, copied beside reveal.js
+(``DIR/reveal.js/mathjax/``, without its accessibility extensions and translations), so they work offline too.
 Output: ``DIR/NN-slug.slides.html`` and ``DIR/reveal.js/``, written to a temp folder, then renamed.
 """
 from __future__ import annotations
@@ -45,11 +48,18 @@ SLIDE_TAG, CODE_TAG = "slide", "slide-code"
 ASSETS = "reveal.js"  # the folder beside the deck; also the deck's reveal_url_prefix
 # what the deck needs from the reveal.js distribution (relative to its root)
 ASSET_FILES = ("LICENSE", "dist/reveal.js", "dist/reveal.css", "dist/theme/white.css",
-               "dist/theme/fonts/source-sans-pro", "plugin/notes")
-_KEYS = ("dist/reveal.js", "dist/reveal.css", "dist/theme/white.css", "plugin/notes/notes.js")  # same copy?
+               "dist/theme/fonts/source-sans-pro", "plugin/notes", "plugin/math/math.js")
+_KEYS = ("dist/reveal.js", "dist/reveal.css", "dist/theme/white.css", "plugin/notes/notes.js",
+         "mathjax/MathJax.js")  # the same copy?
+MATH_PLUGIN = "plugin/math/math.js"
+MATHJAX = "mathjax"  # inside ASSETS
+MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full"
+_MATHJAX_SKIP = ("a11y", "localization")  # 4 of MathJax's 10 MB: screen-reader extras and translations
 _HEADING = re.compile(r"^(#{1,2})\s+\S")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SHOW = re.compile(r"(?<![.\w])show\(")  # show(fn) of the library, not plt.show()
+_DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$", re.S)
+MAX_FORMULAS = 3  # display formulas of a section's prose shown on its slide
 
 TEMPLATE_NAME = "scaleout-slides.html.j2"
 # A child of nbconvert's reveal template: the cells render as there; what loads from a CDN is dropped.
@@ -74,9 +84,12 @@ TEMPLATE = """{%- extends 'index.html.j2' -%}
 {% block footer_js %}
 <script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
 <script src="{{ resources.reveal.url_prefix }}/plugin/notes/notes.js"></script>
+<script src="{{ resources.reveal.url_prefix }}/plugin/math/math.js"></script>
 <script>
 Reveal.initialize({controls: true, progress: true, hash: true, center: true, transition: "none",
-                   slideNumber: "c/t", width: 1280, height: 800, plugins: [RevealNotes]});
+                   slideNumber: "c/t", width: 1280, height: 800, plugins: [RevealNotes, RevealMath.MathJax2],
+                   mathjax2: {mathjax: "{{ resources.reveal.url_prefix }}/mathjax/MathJax.js",
+                              config: "TeX-AMS-MML_HTMLorMML-full"}});
 </script>
 {% endblock footer_js %}
 """
@@ -104,6 +117,17 @@ def _split_at_headings(text: str) -> list[tuple[str, str]]:
     return [(head, "\n".join(body).strip()) for head, body in chunks if head or "\n".join(body).strip()]
 
 
+def _unfenced(text: str) -> str:
+    """``text`` without its fenced code blocks."""
+    keep, fenced = [], False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            keep.append(line)
+    return "\n".join(keep)
+
+
 def _markdown(source: str, slide_type: str, cell_id: str) -> Any:
     from nbformat.v4 import new_markdown_cell
 
@@ -122,8 +146,9 @@ def _mark_markdown(cell: Any, index: int) -> list[Any]:
             out.append(_markdown(body, "subslide" if shown else "notes", cid))
         elif shown:
             out.append(_markdown(f"{head}\n\n{body}".strip(), "slide", cid))
-        else:
-            out.append(_markdown(head, "slide", cid))
+        else:  # the heading, with the section's first display formulas: the prose stays in the notes
+            formulas = [f"$${m.strip()}$$" for m in _DISPLAY_MATH.findall(_unfenced(body))][:MAX_FORMULAS]
+            out.append(_markdown("\n\n".join([head, *formulas]), "slide", cid))
             if body:
                 out.append(_markdown(body, "notes", cid + "-notes"))
     return out
@@ -183,6 +208,18 @@ def reveal_root() -> Path:
     return root
 
 
+def mathjax_root() -> Path:
+    """MathJax 2 as the ``jupyter-server-mathjax`` wheel ships it (its ``static/`` folder)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("jupyter_server_mathjax")
+    root = Path(list(spec.submodule_search_locations)[0]) / "static" if spec and spec.submodule_search_locations else None
+    if root is None or not (root / "MathJax.js").is_file() or not (root / "config" / f"{MATHJAX_CONFIG}.js").is_file():
+        raise UserError("MathJax is missing: install the course's 'jupyter-server-mathjax' package "
+                        "(pip install -c environments/constraints.txt jupyter-server-mathjax)")
+    return root
+
+
 def _copy_assets(dest: Path) -> None:
     root = reveal_root()
     for name in ASSET_FILES:
@@ -192,6 +229,8 @@ def _copy_assets(dest: Path) -> None:
             shutil.copytree(src, target)
         else:
             shutil.copy2(src, target)
+    shutil.copytree(mathjax_root(), dest / MATHJAX, ignore=lambda folder, names: [
+        n for n in names if n in _MATHJAX_SKIP and Path(folder).name in ("extensions", "static")])
 
 
 def export_html(nb: Any, name: str) -> str:
