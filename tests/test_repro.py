@@ -47,8 +47,10 @@ def test_a_package_reruns_to_its_numbers_and_a_changed_one_fails(tmp_path, capsy
 
     import mlflow
 
-    runs = mlflow.MlflowClient(f"sqlite:///{out / 'mlflow.db'}").search_runs(
-        [mlflow.MlflowClient(f"sqlite:///{out / 'mlflow.db'}").get_experiment_by_name(f"repro-{CHAPTER}").experiment_id])
+    client = mlflow.MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name(f"repro-{CHAPTER}")
+    assert experiment.artifact_location == (out / "mlartifacts").as_uri()  # where the package lives, not its temp
+    runs = client.search_runs([experiment.experiment_id])
     assert len(runs) == 2 and all(r.data.params == runs[0].data.params for r in runs)
     key, value = next((k, v) for k, v in sorted(results["reproducible"].items()) if isinstance(v, float) and v)
     assert runs[0].data.metrics[key] == pytest.approx(value)

@@ -128,10 +128,15 @@ def _freeze() -> str:
 
 
 def _log_runs(uri: str, name: str, parameters: dict[str, Any], env: dict[str, Any], runs: list[dict[str, Any]],
-              command: str) -> None:
-    from ..capstone.tracking import open_experiment
+              command: str, final: Path) -> None:
+    """One MLflow run per packaging run; the experiment's artifact folder is where the package will live."""
+    import mlflow
 
-    client, exp_id = open_experiment(EXPERIMENT.format(name=name), uri)
+    from ..capstone.tracking import quiet_mlflow_logs
+
+    quiet_mlflow_logs()
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp_id = client.create_experiment(EXPERIMENT.format(name=name), artifact_location=(final / "mlartifacts").as_uri())
     for index, numbers in enumerate(runs):
         run = client.create_run(exp_id, run_name=f"{name}-run{index + 1}", tags={
             "scaleout.commit": env["commit"], "scaleout.command": command, "scaleout.python": env["python"],
@@ -183,7 +188,7 @@ def package(root: Path, chapter: str, out: Path, full: bool = False, overrides: 
         (tmp / "seeds.json").write_text(json.dumps(seeds, indent=2, sort_keys=True) + "\n")
         (tmp / "results.json").write_text(json.dumps({"reproducible": reproducible, "measured": measured,
                                                       "rtol": RTOL}, indent=2, sort_keys=True) + "\n")
-        _log_runs(uri, name, parameters, env, runs, command or f"scaleout repro {chapter} --out {out}")
+        _log_runs(uri, name, parameters, env, runs, command or f"scaleout repro {chapter} --out {out}", out)
         (tmp / "run.sh").write_text(RUN_SH.format(commit=env["commit"], out=out))
         (tmp / "README.md").write_text(_readme(name, full, parameters, env, reproducible, measured, seeds, out))
     return out
