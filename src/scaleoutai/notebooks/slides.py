@@ -61,38 +61,9 @@ _SHOW = re.compile(r"(?<![.\w])show\(")  # show(fn) of the library, not plt.show
 _DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$", re.S)
 MAX_FORMULAS = 3  # display formulas of a section's prose shown on its slide
 
+# A child of nbconvert's reveal template, beside this module: the cells render as there; what loads from a
+# CDN is dropped; reveal.js, its notes and math plugins and MathJax load from the copy beside the deck.
 TEMPLATE_NAME = "scaleout-slides.html.j2"
-# A child of nbconvert's reveal template: the cells render as there; what loads from a CDN is dropped.
-TEMPLATE = """{%- extends 'index.html.j2' -%}
-{%- block html_head_js -%}{%- endblock html_head_js -%}
-{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_css -%}
-<style type="text/css">
-/* a tall sub-slide (a long show() listing) scrolls instead of running off the slide */
-.reveal .slides > section > section { max-height: 100%; overflow-y: auto; }
-.reveal .slides section h1, .reveal .slides section h2 { text-transform: none; }
-.reveal .slides section h1, .reveal .slides section h2 { text-align: center; }
-.reveal .slides section h1 { font-size: 1.8em; }
-.reveal .slides section h2 { font-size: 1.3em; }
-.reveal .jp-RenderedHTMLCommon { overflow: visible; }  /* no stray scrollbar beside a heading */
-.reveal .jp-OutputArea-output pre { font-size: 22px; line-height: 1.3; }  /* results read from the back row */
-.reveal .jp-RenderedImage { display: flex; justify-content: center; }
-.reveal .jp-RenderedImage img { max-width: 100%; max-height: 700px; }
-</style>
-{%- endblock html_head_css -%}
-{% block footer_js %}
-<script src="{{ resources.reveal.url_prefix }}/dist/reveal.js"></script>
-<script src="{{ resources.reveal.url_prefix }}/plugin/notes/notes.js"></script>
-<script src="{{ resources.reveal.url_prefix }}/plugin/math/math.js"></script>
-<script>
-Reveal.initialize({controls: true, progress: true, hash: true, center: true, transition: "none",
-                   slideNumber: "c/t", width: 1280, height: 800, plugins: [RevealNotes, RevealMath.MathJax2],
-                   mathjax2: {mathjax: "{{ resources.reveal.url_prefix }}/mathjax/MathJax.js",
-                              config: "TeX-AMS-MML_HTMLorMML-full"}});
-</script>
-{% endblock footer_js %}
-"""
 
 
 def _tags(cell: Any) -> set[str]:
@@ -238,7 +209,7 @@ def export_html(nb: Any, name: str) -> str:
     import jinja2
     from nbconvert import SlidesExporter
 
-    exporter = SlidesExporter(extra_loaders=[jinja2.DictLoader({TEMPLATE_NAME: TEMPLATE})],
+    exporter = SlidesExporter(extra_loaders=[jinja2.FileSystemLoader(str(Path(__file__).parent))],
                               template_file=TEMPLATE_NAME, reveal_url_prefix=ASSETS, reveal_theme="white",
                               exclude_input_prompt=True, exclude_output_prompt=True)
     html, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": name}})
