@@ -11,7 +11,8 @@ import pytest
 from scaleoutai.cli import main
 
 OPTIONS = Path(__file__).resolve().parents[1] / "capstone" / "options"
-NAMES = ("training-benchmark", "rag-service", "federated-study", "stream-pipeline")
+NAMES = ("training-benchmark", "rag-service", "federated-study", "stream-pipeline", "multi-agent",
+         "cluster-scheduling")
 RUBRIC_ITEMS = ("Problem", "Distribution axis", "Single-machine baseline", "Design of the distributed version",
                 "Tools and infrastructure", "Speedup, efficiency and cost", "Reproducibility package", "Report")
 
@@ -22,6 +23,8 @@ SMOKE = {
     "rag-service": ["--countries", "300", "--distractors", "3000", "--queries", "1500"],
     "federated-study": ["--n", "4000", "--clients", "8", "--rounds", "8"],
     "stream-pipeline": ["--n", "100000"],
+    "multi-agent": ["--n", "4000", "--steps", "20"],
+    "cluster-scheduling": ["--jobs", "1000", "--seeds", "4", "--loads", "0.7,0.9"],
 }
 # Two more training strategies: one K=2 run each (the fsdp sweep runs the baseline and K=1, 2).
 OTHER_STRATEGIES = ("ddp", "zero3")  # zero1 and zero2 share zero3's code path (parallel.zero)
@@ -47,6 +50,14 @@ BUGS = {
     "stream-pipeline": """
         orig = problem.read_block
         problem.read_block = lambda b, rank, size: b[:0] if size > 1 and rank == size - 1 else orig(b, rank, size)
+    """,
+    "multi-agent": """
+        orig = problem.my_boids
+        problem.my_boids = lambda rows, rank, size, box: rows[:0] if size > 1 and rank == size - 1 else orig(rows, rank, size, box)
+    """,
+    "cluster-scheduling": """
+        orig = problem.my_cells
+        problem.my_cells = lambda n, rank, size: range(0) if size > 1 and rank == size - 1 else orig(n, rank, size)
     """,
 }
 

@@ -40,7 +40,7 @@ make install   # only install
 - **Labs** (`labs/labNN-slug/labNN-slug.ipynb`): write your code where a cell raises
   `NotImplementedError`, run the public tests in the last cell, then hand in the `.ipynb` as your
   instructor asks. The grader runs more, hidden tests, on more world sizes and data types.
-- **Capstone** (`capstone/`): the template project, four starter options (`capstone/options/`), the rubric
+- **Capstone** (`capstone/`): the template project, six starter options (`capstone/options/`), the rubric
   and the report template.
 """
 
