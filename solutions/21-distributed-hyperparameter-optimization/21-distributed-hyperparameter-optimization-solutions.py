@@ -232,18 +232,23 @@ def encode(job, keys):
     return np.array([job.trial, job.rung, job.r_from, job.r_to] + [job.config[k] for k in keys])
 
 
+def serve_jobs(comm, keys):
+    """A worker rank: train each job rank 0 sends (an empty message ends it) and send back its score."""
+    nk = len(keys)
+    while True:
+        msg = comm.recv(0)
+        if msg.size == 0:
+            return None
+        comm.compute(float(msg[3] - msg[2]))
+        score, _ = hpo.curve_trainable(dict(zip(keys, map(float, msg[4:4 + nk]))), msg[4 + nk:],
+                                       float(msg[2]), float(msg[3]))
+        comm.send(np.array([score]), 0)
+
+
 def first_come_run(comm, sched, speed):
     """hpo_run's workers, with the first-come rank 0 (the slow factors are the shared estimate)."""
-    nk = len(sched.keys)
     if comm.rank > 0:
-        while True:
-            msg = comm.recv(0)
-            if msg.size == 0:
-                return None
-            comm.compute(float(msg[3] - msg[2]))
-            score, _ = hpo.curve_trainable(dict(zip(sched.keys, map(float, msg[4:4 + nk]))), msg[4 + nk:],
-                                           float(msg[2]), float(msg[3]))
-            comm.send(np.array([score]), 0)
+        return serve_jobs(comm, sched.keys)
 
     def dispatch(w, job):
         comm.send(encode(job, sched.keys), w)
@@ -292,16 +297,8 @@ assert [h[2:5] for h in out_fc["history"]] != [h[2:5] for h in in_order.values[0
 # %%
 def tolerant_run(comm, sched):
     """Rank 0 schedules as hpo_run does, surviving crashed workers by re-queueing their job."""
-    nk = len(sched.keys)
     if comm.rank > 0:
-        while True:
-            msg = comm.recv(0)
-            if msg.size == 0:
-                return None
-            comm.compute(float(msg[3] - msg[2]))
-            score, _ = hpo.curve_trainable(dict(zip(sched.keys, map(float, msg[4:4 + nk]))), msg[4 + nk:],
-                                           float(msg[2]), float(msg[3]))
-            comm.send(np.array([score]), 0)
+        return serve_jobs(comm, sched.keys)
     now, busy, idle, retry, dead, history = 0.0, {}, list(range(1, comm.size)), [], set(), []
     while True:
         while idle:

@@ -70,7 +70,10 @@ def execute(chapter_dir: Path, parameters: dict[str, Any], executed: Path, timeo
         try:
             record = run_one(source, executed, parameters, timeout)
         finally:
-            os.environ.pop("MLFLOW_TRACKING_URI", None) if saved is None else os.environ.update(MLFLOW_TRACKING_URI=saved)
+            if saved is None:
+                os.environ.pop("MLFLOW_TRACKING_URI", None)
+            else:
+                os.environ["MLFLOW_TRACKING_URI"] = saved
         if record.status != "ok":
             raise UserError(f"{name} did not run to the end ({record.status}): {record.error}")
         return json.loads(results.read_text())
