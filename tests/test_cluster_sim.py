@@ -53,6 +53,37 @@ def test_received_array_does_not_alias_the_sent_one():
     assert np.all(cluster.run(worker, 2).values[1] == 0)
 
 
+def test_inline_sendrecv_sends_a_snapshot_and_never_hands_out_a_buffer_twice():
+    # Rank 0 runs first and queues three messages, so rank 1's sendrecvs all take the inline path, which
+    # recycles each delivered message's buffer for the message it sends on. Rank 1 then scribbles over
+    # everything it sent and received; what ranks 0 and 2 get must be the values at the time of sending.
+    def worker(comm):
+        r = comm.rank
+        if r == 0:
+            for i in range(3):
+                comm.send(np.full(4, 10.0 * (i + 1)), 1)
+            return None
+        if r == 1:
+            sent, outs = [], []
+            for i in range(3):
+                x = np.full(4 if i < 2 else 5, float(i))  # the last one does not fit the recycled buffer
+                out = np.empty(4)
+                comm.sendrecv(x, 2, 0, out=out)
+                sent.append(x)
+                outs.append(out)
+            for a in sent + outs:
+                a[...] = -1.0
+            return None
+        return [comm.recv(1) for _ in range(3)]
+
+    res = cluster.run(worker, 3)
+    got = res.values[2]
+    assert [a.tolist() for a in got] == [[0.0] * 4, [1.0] * 4, [2.0] * 5]
+    assert len({id(a) for a in got}) == 3
+    assert res.stats[1].messages_sent == res.stats[1].messages_received == 3
+    assert res.stats[1].bytes_received == 3 * 32 and res.stats[1].bytes_sent == 2 * 32 + 40
+
+
 def test_messages_between_a_pair_arrive_in_order():
     def worker(comm):
         if comm.rank == 0:

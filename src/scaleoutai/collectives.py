@@ -206,13 +206,13 @@ def reduce_scatter(comm: Comm, x: np.ndarray, op: str = "sum", out: np.ndarray |
     K, r = comm.size, comm.rank
     blk = _blocks(len(x), K)
     acc = np.empty_like(x) if out is None else out
+    right, left = (r + 1) % K, (r - 1) % K
     for s in range(K - 1):
         i = (r - s - 2) % K
         # A posted receive straight into the block it folds into (both sides know its size), then
         # the fold in place: op(got, mine), identical bits to op(mine, got) for sum, max and min.
-        got = comm.sendrecv((x if s == 0 else acc)[blk[(r - s - 1) % K]], (r + 1) % K, (r - 1) % K,
-                            out=acc[blk[i]])
-        f(got, x[blk[i]], out=got)
+        got = comm.sendrecv((x if s == 0 else acc)[blk[(r - s - 1) % K]], right, left, acc[blk[i]])
+        f(got, x[blk[i]], got)
     if K == 1:
         acc[...] = x
     return acc[blk[r]] if out is not None else acc[blk[r]].copy()
@@ -236,8 +236,9 @@ def all_gather(comm: Comm, block: np.ndarray, out: np.ndarray | None = None) -> 
     blk = _blocks(len(out), K)
     if not np.may_share_memory(block, out[blk[r]]):
         out[blk[r]] = block
+    right, left = (r + 1) % K, (r - 1) % K
     for s in range(K - 1):  # received in place: no copy of the block on processes
-        comm.sendrecv(out[blk[(r - s) % K]], (r + 1) % K, (r - 1) % K, out=out[blk[(r - s - 1) % K]])
+        comm.sendrecv(out[blk[(r - s) % K]], right, left, out[blk[(r - s - 1) % K]])
     return out
 
 
