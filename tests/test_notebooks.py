@@ -1,4 +1,4 @@
-"""The notebook pipeline: sources -> .ipynb -> papermill at smoke size -> nbval-lax; and `scaleout lab`."""
+"""The notebook pipeline: sources -> .ipynb -> papermill (run, or smoke sizes injected for nbval-lax); and `scaleout lab`."""
 from __future__ import annotations
 
 import json
@@ -27,6 +27,8 @@ from scaleoutai.notebooks import (
     find_sources,
     format_summary,
     has_parameters_cell,
+    output_path,
+    prepare,
     run,
     smoke_parameters,
 )
@@ -289,16 +291,6 @@ def test_cli_build_and_list(course, monkeypatch, capsys):
 # ---------------------------------------------------------------- the chapters themselves
 
 
-def error_tracebacks(executed: Path) -> str:
-    """The tracebacks of the failing cells of an executed copy, without terminal colours."""
-    if not executed.is_file():
-        return "(no executed copy)"
-    nb = nbformat.read(executed, as_version=4)
-    found = ["\n".join(o.get("traceback", [])) for c in nb.cells if c.cell_type == "code"
-             for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(found)) or "(no error output)"
-
-
 def _folder_files(folder: Path) -> set[str]:
     """Files under a chapter folder, without Python's and Jupyter's caches."""
     return {str(p.relative_to(folder)) for p in folder.rglob("*")
@@ -306,24 +298,32 @@ def _folder_files(folder: Path) -> set[str]:
 
 
 def check_smoke_and_nbval(source: Path, tmp_path: Path) -> None:
-    """Run at smoke size with papermill, then re-run the executed copy under nbval-lax."""
+    """Inject the smoke sizes with papermill, then execute and validate the copy with nbval-lax: one run.
+
+    (``scaleout notebooks run`` executes with papermill itself; the tests above check that path.)"""
     check_parameters_cell(source)
     before = _folder_files(source.parent)
-    [record] = run([source], smoke=True, timeout=240, out_dir=tmp_path / "executed", progress=False)
-    assert record.status == "ok", f"{record.name}: {record.status}: {record.error}\n{error_tracebacks(record.output)}"
-    # nbval starts its kernel in the notebook's folder; PYTHONPATH keeps chapter helper modules importable.
+    prepared = prepare(source, output_path(source, tmp_path / "prepared"), smoke_parameters(source))
+    # nbval starts its kernel beside the notebook; a chapter runs in its own folder (as papermill runs it,
+    # and as the check below needs), and PYTHONPATH keeps chapter helper modules importable.
+    nb = nbformat.read(prepared, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(f"import os\nos.chdir({str(source.parent)!r})"))
+    validated = prepared.with_suffix(".nbval.ipynb")
+    nbformat.write(nb, validated)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source.parent), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", str(record.output), "-q",
-         "--nbval-cell-timeout=240"],
+        [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", str(validated), "-q",
+         "--nbval-cell-timeout=240", "-x"],
         cwd=source.parent, env=env, capture_output=True, text=True, timeout=280,
     )
-    assert proc.returncode == 0, f"nbval-lax failed for {record.output}:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
+    tail = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout[-8000:])
+    assert proc.returncode == 0, f"{source.stem}: failed under nbval-lax at smoke size:\n{tail}\n{proc.stderr[-2000:]}"
     assert re.search(r"\d+ passed", proc.stdout)
-    # The instructor edition: every chapter also gives a reveal.js deck, from this executed copy (issue 21).
+    # The instructor edition: every chapter also gives a reveal.js deck (issue 21); tests/test_slides.py
+    # renders an executed one, with its figures.
     from scaleoutai.notebooks.slides import render_deck
 
-    deck = render_deck(record.output, tmp_path / "slides")
+    deck = render_deck(prepared, tmp_path / "slides")
     assert deck.is_file() and "<section" in deck.read_text()
     # Opening a chapter never writes into the course: its MLflow stores, shards and checkpoints go to temp folders.
     written = sorted(_folder_files(source.parent) - before)
@@ -334,9 +334,10 @@ def check_smoke_and_nbval(source: Path, tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_smoke_check_passes_for_a_throwaway_chapter_and_catches_a_broken_one(course, tmp_path):
     check_smoke_and_nbval(src(course, "01-good"), tmp_path)
-    with pytest.raises(AssertionError, match=r"03-raises: failed: cell \d+: ValueError: boom at N=3") as info:
+    with pytest.raises(AssertionError, match=r"03-raises: failed under nbval-lax at smoke size") as info:
         check_smoke_and_nbval(src(course, "03-raises"), tmp_path)
-    assert "Traceback" in str(info.value) and 'raise ValueError(f"boom at N={N}")' in str(info.value)
+    # the smoke size reached the cell (N=3), and the student sees the traceback with the failing line
+    assert "ValueError: boom at N=3" in str(info.value) and 'raise ValueError(f"boom at N={N}")' in str(info.value)
 
 
 @pytest.mark.notebooks

@@ -168,7 +168,7 @@ def count_headings(nb) -> int:
 
 
 def test_every_chapter_gives_a_deck_with_a_slide_per_heading():
-    """The structure of every chapter's deck (from its source; the smoke test renders the executed copy)."""
+    """The structure of every chapter's deck (from its source; the smoke test renders each chapter's papermill copy)."""
     for source in CHAPTERS:
         nb = read_notebook(source)
         assert count_slides(mark_slides(nb)) == 1 + count_headings(nb), source.stem

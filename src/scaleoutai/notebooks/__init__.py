@@ -6,7 +6,7 @@ jupytext, papermill, tqdm and jupyterlab load inside the functions that use them
 """
 from .commands import register
 from .show import Source, show, source_of
-from .execute import RunRecord, build, format_summary, output_path, read_notebook, run, run_one
+from .execute import RunRecord, build, format_summary, output_path, prepare, read_notebook, run, run_one
 from .sources import (
     PARAMETERS_HEADER,
     NotebookError,
@@ -22,6 +22,6 @@ from .sources import (
 __all__ = [
     "PARAMETERS_HEADER", "NotebookError", "RunRecord", "build", "check_parameters_cell",
     "find_repo_root", "find_sources", "format_summary", "has_parameters_cell", "is_notebook_source",
-    "notebook_name", "output_path", "read_notebook", "register", "run", "run_one", "show", "smoke_parameters",
+    "notebook_name", "output_path", "prepare", "read_notebook", "register", "run", "run_one", "show", "smoke_parameters",
     "Source", "source_of",
 ]

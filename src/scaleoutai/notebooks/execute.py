@@ -76,6 +76,22 @@ def build(sources: Iterable[Path], out_dir: Path | None = None) -> list[Path]:
     return written
 
 
+def prepare(source: Path, output: Path, parameters: dict[str, Any]) -> Path:
+    """Write ``source`` as a notebook with ``parameters`` injected by papermill, not executed; return the path.
+
+    CI runs chapters this way: papermill injects the smoke sizes, nbval executes and validates the copy,
+    so each chapter runs once. The cell papermill adds is the one ``run`` would execute."""
+    import papermill
+
+    from ._worker import _register_literal_translator
+
+    _register_literal_translator()
+    nb = papermill.execute_notebook(read_notebook(Path(source)), None, parameters=parameters, prepare_only=True,
+                                    kernel_name="python3", progress_bar=False, log_output=False)
+    _write_atomic(nb, Path(output))
+    return Path(output)
+
+
 def _one_line(text: str, limit: int = 240) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
