@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from scaleoutai import cluster
-from scaleoutai.cluster.sim import _Crash
+from scaleoutai.cluster.sim_comm import _Crash
 
 from .channel import Channel, ChannelClosed, ChannelTimeout, pair
 from .checks import Case, Plan
