@@ -18,6 +18,7 @@ pyswarms, LangGraph) run beside these in the chapters and the tests.
 
 Each chapter's module names its companions (split to keep files small): ``dai_csp``, ``dai_rounds``,
 ``dai_blackboard`` and ``dai_ray`` (Ch27); ``equilibria`` and ``cfr`` (Ch28); ``auctions`` (Ch29);
-``marl_envs`` and ``marl_selfplay`` (Ch30); ``swarm_pso`` and ``swarm_consensus`` (Ch31);
+``marl_iql``, ``marl_coma``, ``marl_critic``, ``marl_protocol``, ``marl_envs`` (re-exporting ``marl_games`` and
+``marl_pettingzoo``) and ``marl_selfplay`` (Ch30); ``swarm_pso`` and ``swarm_consensus`` (Ch31);
 ``orchestration_plan``, ``orchestration_tools`` and ``orchestration_langgraph`` (Ch32).
 """

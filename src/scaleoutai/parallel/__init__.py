@@ -11,5 +11,6 @@ Modules (import them directly; this package imports nothing heavy):
     elastic   Ch18 atomic checkpoints, resume, re-sharding from K to K' workers
     mesh      Ch19 DP x TP x PP on a device mesh (cluster.groups), memory and communication model
     rl        Ch20 actor-learner reinforcement learning with V-trace off-policy correction
-    hpo       Ch21 random search, successive halving, ASHA, population-based training
+    hpo       Ch21 the trial driver; re-exports hpo_search (random search), hpo_halving (successive
+              halving, ASHA), hpo_pbt (population-based training) and hpo_objectives
 """
