@@ -3,7 +3,7 @@
 Each rank is a greenlet (a plain function with a blocking ``recv``) on one scheduler thread: a rank runs
 until it must wait, then the next runnable rank resumes, in the order they became runnable. A switch
 costs well under a microsecond, where handing the GIL between K threads cost several: a K = 1024 ring
-all-reduce (2 million messages) pays 1.5-2 us of simulator per message (benchmarks/bench_sim_ring.py).
+all-reduce (2 million messages) pays 1.4-2 us of simulator per message (benchmarks/bench_sim_ring.py).
 The ranks share that thread: contextvars are per rank (greenlets keep their own), torch's grad mode is
 kept per rank by the scheduler, but a ``threading.local`` of user code is one for all ranks. When every
 live rank waits and nothing can arrive, DeadlockError names them. Each rank's communicator, with the
