@@ -44,7 +44,6 @@ from .hpo_objectives import (CURVE_OPTIMUM, CURVE_SPACE, TOY_SPACE, curve_qualit
                              toy_trainable)
 from .hpo_pbt import PBT
 from .hpo_search import Job, RandomSearch, Space, Trainable, sample_config  # noqa: F401 (Space: re-export)
-from .hpo_search import _check_space, _ranked, _Scheduler  # noqa: F401 (the old private names stay importable)
 
 __all__ = ["Job", "sample_config", "rung_resources", "RandomSearch", "SuccessiveHalving", "ASHA", "PBT",
            "CURVE_SPACE", "CURVE_OPTIMUM", "curve_quality", "curve_score", "curve_trainable", "TOY_SPACE",
