@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from scaleoutai.grading.channel import Channel, ChannelClosed, ChannelTimeout, pair
-from scaleoutai.grading.checks import Case, Plan
+from scaleoutai.grading.checks import Case, Plan, envelope_bytes
 from scaleoutai.grading.hub import SubmissionRun
 from scaleoutai.grading.jail import Limits
 from scaleoutai.grading.rank import exec_cells, record
@@ -134,7 +134,8 @@ def test_messages_are_moved_counted_and_traced_by_the_grader(run):
     assert [float(out.arrays[f"r{r}"][0]) for r in range(3)] == [3000.0, 1000.0, 2000.0]
     assert [s["messages_sent"] for s in out.meta["stats"]] == [1, 1, 1]  # not the 999 the ranks wrote
     sends = [(e.rank, e.peer, e.nbytes) for e in out.trace if e.kind == "send"]
-    assert sorted(sends) == [(0, 1, 40), (1, 2, 40), (2, 0, 40)] and out.meta["sim_time"] > 0
+    wire = 40 + envelope_bytes(1)  # five float64 and the header (dtype, shape), which is counted too
+    assert sorted(sends) == [(0, 1, wire), (1, 2, wire), (2, 0, wire)] and out.meta["sim_time"] > 0
 
 
 def test_a_deadlock_is_named_and_an_injected_crash_reaches_the_peer(run):

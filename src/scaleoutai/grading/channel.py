@@ -105,10 +105,13 @@ class Channel:
             got += k
         return buf
 
-    def recv(self, timeout: float | None = None, payload_cap: int = PAYLOAD_CAP) -> tuple[dict, list[np.ndarray]]:
+    def recv(self, timeout: float | None = None, payload_cap: int = PAYLOAD_CAP,
+             header_cap: int = HEADER_CAP) -> tuple[dict, list[np.ndarray]]:
+        """The next frame; ChannelClosed before anything is read past the header's length if the frame is
+        over ``header_cap`` or ``payload_cap`` (the grader caps a sandbox's frames by what the op needs)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         hlen, plen = _LEN.unpack(self._read(_LEN.size, deadline))
-        if hlen > HEADER_CAP or plen > payload_cap:
+        if hlen > header_cap or plen > payload_cap:
             raise ChannelClosed(f"a message of {hlen + plen} bytes is over the cap")
         try:
             head = json.loads(bytes(self._read(hlen, deadline)).decode("utf-8"))

@@ -49,18 +49,23 @@ def load_hidden(lab: Lab) -> Hidden:
 
 
 def unimportable_files(hidden: Hidden, roots: list[str]) -> list[list[str]]:
-    """Files of the modules the lab forbids (``UNIMPORTABLE`` in tests.py) that a sandbox covers with stubs.
+    """[module, file] pairs a sandbox covers with stubs: the modules the lab forbids (``UNIMPORTABLE`` in
+    tests.py) and, closed over the course's import graph, every course module that reaches one of them
+    (``closure``), so that no fake entry in ``sys.modules`` makes a module holding the answer importable.
 
     Packages the sandbox loads before any student code (numpy, torch) cannot be stubbed; a lab lists
     only modules of the course library and optional packages."""
+    from .closure import closure_files
     from .jail import module_file
 
-    files = []
-    for name in getattr(hidden.module, "UNIMPORTABLE", ()):
+    forbidden = tuple(getattr(hidden.module, "UNIMPORTABLE", ()))
+    for name in forbidden:
         if name.split(".")[0] in ("numpy", "torch"):
             raise ValueError(f"{name} is loaded before student code runs and cannot be made unimportable")
+    files = closure_files(forbidden, module_file("scaleoutai", roots)) if forbidden else []
+    for name in forbidden:
         path = module_file(name, roots)
-        if path:
+        if path and not name.startswith("scaleoutai.") and [name, path] not in files:
             files.append([name, path])
     return files
 
@@ -143,8 +148,11 @@ def grade_run(hidden: Hidden, run: RunReport | None, cells: list[dict] | None, l
     score = sum(e["score"] for e in entries)
     top = f"{hidden.module.__doc__.strip().splitlines()[0] if hidden.module.__doc__ else ''}".strip()
     extra = {"status": status, "isolation": limits.mode}
-    if run and run.confinement:
-        extra["cpu"] = run.confinement
+    if run and run.confinement:  # "cgroup memory=cgroup": how the sandbox's core and memory were confined
+        cpu, _, memory = run.confinement.partition(" memory=")
+        extra["cpu"] = cpu
+        if memory:
+            extra["memory"] = memory
     return R.make_results(entries, f"{top}\nscore {score:g} of {sum(e['max_score'] for e in entries):g}. {why}",
                           wall, extra)
 

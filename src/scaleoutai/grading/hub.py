@@ -22,12 +22,15 @@ from scaleoutai import cluster
 from scaleoutai.cluster.sim_comm import _Crash
 
 from .channel import Channel, ChannelClosed, ChannelTimeout, pair
-from .checks import Case, Plan
+from .checks import MAX_NDIM, Case, Plan, envelope_bytes
 from .jail import Limits
 from .zygote import SetupFailed, Zygote
 from ..cluster import Comm
 
 MAX_MESSAGES, MAX_BYTES = 200_000, 256 << 20  # per case, all ranks together
+MAX_REQUESTS = 20_000  # uncounted requests (barrier, compute) per rank and case: each costs the grader work
+RANK_HEADER_CAP = 16 << 10  # a rank's request header: op, destination, array spec, an error's text
+CELLS_HEADER_CAP = 512 << 10  # the one report of a sandbox's cells: errors and 64 KB of output, escaped
 GLOO_PORT = 29500  # the gloo sandbox has a network namespace of its own: no one else holds this port
 
 
@@ -89,7 +92,7 @@ class SubmissionRun:
         return chans, key
 
     def _cells(self, ch: Channel, first: bool) -> None:
-        head, _ = ch.recv(timeout=max(0.1, self.left()), payload_cap=0)
+        head, _ = ch.recv(timeout=max(0.1, self.left()), payload_cap=0, header_cap=CELLS_HEADER_CAP)
         if head["op"] != "cells":
             raise ChannelClosed("the sandbox answered out of turn")
         if first:
@@ -156,14 +159,13 @@ class SubmissionRun:
         except ChannelClosed as exc:
             self.reset(range(case.world_size))
             return Outcome({"ok": False, "error": f"the process running your code ended before it returned "
-                                                  f"(os._exit, a crash or the memory limit of "
-                                                  f"{self.limits.memory_mb} MB?): {exc}"})
+                                                  f"(os._exit, a crash or {_memory(self.limits)}?): {exc}"})
 
     def _call(self, case: Case, timeout: float) -> Outcome:
         (ch,) = self.ensure(1)
         extra = {"fsize_kill": case.data.get("fsize_kill")} if case.data.get("fsize_kill") is not None else {}
         ch.send(*self._message(case, 0, "call", **extra))
-        head, arrays = ch.recv(timeout=timeout)
+        head, arrays = ch.recv(timeout=timeout, header_cap=RANK_HEADER_CAP)
         if head["op"] == "error":
             return Outcome({"ok": False, "error": str(head.get("text", "failed"))[:3000]})
         if head["op"] != "done":
@@ -182,7 +184,7 @@ class SubmissionRun:
             deadline = time.monotonic() + timeout
             metas, arrays = [], {}
             for r, ch in enumerate(chans):
-                head, got = ch.recv(timeout=max(0.05, deadline - time.monotonic()))
+                head, got = ch.recv(timeout=max(0.05, deadline - time.monotonic()), header_cap=RANK_HEADER_CAP)
                 if head["op"] == "error":
                     return Outcome({"ok": False, "error": f"rank {r} failed: {str(head.get('text', ''))[:3000]}"})
                 if head["op"] != "done":
@@ -208,41 +210,50 @@ class SubmissionRun:
             r = comm.rank
             ch = chans[r]
             ch.send(*self._message(case, r, "spmd"))
+            requests = 0
             while True:
-                head, arrays = ch.recv(timeout=max(0.05, deadline - time.monotonic()))
+                head, arrays = ch.recv(timeout=max(0.05, deadline - time.monotonic()), header_cap=RANK_HEADER_CAP)
                 op = head["op"]
                 if op == "send":
                     if len(arrays) != 1:
                         raise StudentError("a send carried no array")
+                    arr = arrays[0]
+                    if arr.ndim > MAX_NDIM:
+                        raise StudentError(f"a send of an array with {arr.ndim} dimensions; the graded communicator "
+                                           f"carries at most {MAX_NDIM} (reshape it before sending)")
+                    wire = pack(arr)  # the header travels, and is counted, like the payload
                     sent[0] += 1
-                    sent[1] += arrays[0].nbytes
+                    sent[1] += wire.nbytes
                     if sent[0] > MAX_MESSAGES or sent[1] > MAX_BYTES:
                         raise StudentError(f"the ranks sent more than {MAX_MESSAGES} messages or {MAX_BYTES >> 20} MB "
                                            f"in one case; look for a send inside a loop that never ends")
                     try:
-                        comm.send(arrays[0], head.get("dst"))
+                        comm.send(wire, head.get("dst"))
                     except _Crash:
                         ch.send({"op": "crashed"})
                         raise
                     if record:
-                        messages.append((r, int(head["dst"]), arrays[0]))
+                        messages.append((r, int(head["dst"]), arr))
                 elif op == "recv":
                     try:
                         got = comm.recv(head.get("src"))
                     except cluster.PeerCrashedError:
                         ch.send({"op": "peer_crashed"})
                         continue
-                    ch.send({"op": "data"}, [got])
-                elif op == "barrier":
-                    comm.barrier()
-                    ch.send({"op": "ok"})
-                elif op == "compute":
+                    ch.send({"op": "data"}, [unpack(got)])
+                elif op in ("barrier", "compute"):
+                    requests += 1
+                    if requests > MAX_REQUESTS:
+                        raise StudentError(f"rank {r} made more than {MAX_REQUESTS} barrier or compute calls in one "
+                                           f"case; look for one inside a loop that never ends")
+                    if op == "barrier":  # it synchronises the grader's clocks; the rank learns nothing but "done"
+                        comm.barrier()
+                        ch.send({"op": "ok"})
+                        continue
                     s = head.get("seconds")
                     if not (isinstance(s, (int, float)) and math.isfinite(s) and 0 <= s < 1e9):
                         raise StudentError(f"compute(seconds={s!r}) needs a finite number of seconds >= 0")
                     comm.compute(float(s))
-                elif op == "clock":
-                    ch.send({"op": "clock", "t": comm.clock})
                 elif op == "done":
                     return _Returned(head.get("meta") if isinstance(head.get("meta"), dict) else {}, arrays)
                 elif op == "error":
@@ -278,6 +289,31 @@ class SubmissionRun:
         return Outcome(meta, arrays, res.trace or [], messages)
 
 
+def pack(arr: np.ndarray) -> np.ndarray:
+    """One message on the grader's simulated network: its header (dtype, ndim, shape) then its bytes.
+
+    The simulator charges the whole wire, so ``bytes_sent`` and the alpha-beta time count the header:
+    a shape cannot carry data for free (``checks.envelope_bytes``)."""
+    head = np.zeros(1 + arr.ndim, dtype="<i8")
+    code = arr.dtype.str.encode().ljust(4, b" ")
+    head[0] = int.from_bytes(code, "little") | (arr.ndim << 32)
+    head[1:] = arr.shape
+    wire = np.empty(head.nbytes + arr.nbytes, dtype=np.uint8)
+    wire[:head.nbytes] = head.view(np.uint8)
+    if arr.nbytes:
+        wire[head.nbytes:] = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    assert wire.nbytes == envelope_bytes(arr.ndim) + arr.nbytes
+    return wire
+
+
+def unpack(wire: np.ndarray) -> np.ndarray:
+    """The array ``pack`` put on the wire (the grader packed it, so it is well-formed)."""
+    first = int(wire[:8].view("<i8")[0])
+    ndim, code = first >> 32, (first & 0xFFFFFFFF).to_bytes(4, "little").decode().strip()
+    shape = tuple(int(n) for n in wire[8:8 * (1 + ndim)].view("<i8"))
+    return wire[8 * (1 + ndim):].view(np.dtype(code)).reshape(shape).copy()
+
+
 def _rank_meta(head: dict, arrays: list[np.ndarray], r: int) -> tuple[dict, dict[str, np.ndarray]]:
     """The trusted part of a rank's answer: its value's type name and, if it is numbers, the array."""
     raw = head.get("meta") if isinstance(head.get("meta"), dict) else {}
@@ -290,13 +326,19 @@ def _rank_meta(head: dict, arrays: list[np.ndarray], r: int) -> tuple[dict, dict
     return meta, {}
 
 
+def _memory(limits: Limits) -> str:
+    return (f"the memory limit of {limits.memory_mb} MB per process and {limits.submission_mb} MB for the "
+            f"whole submission")
+
+
 def _rank_error(exc: cluster.RankError, limits: Limits) -> str:
     cause = exc.__cause__
     if isinstance(cause, StudentError):
         return f"rank {exc.rank} failed: {cause}"
+    if isinstance(cause, ChannelClosed) and "over the cap" in str(cause):
+        return f"rank {exc.rank} sent the grader a frame it refuses: {cause}"
     if isinstance(cause, ChannelClosed):
-        return (f"rank {exc.rank}'s process ended before it returned (os._exit, a crash or the memory limit "
-                f"of {limits.memory_mb} MB?)")
+        return f"rank {exc.rank}'s process ended before it returned (os._exit, a crash or {_memory(limits)}?)"
     if isinstance(cause, ChannelTimeout):
         return f"rank {exc.rank} did not finish in time (an infinite loop, or a recv that nobody sends to?)"
     return f"rank {exc.rank} failed: {exc.summary}"[:3000]

@@ -37,7 +37,8 @@ class Limits:
 
     timeout: float = 60.0
     memory_mb: int = 2048
-    nproc: int = 128  # processes and threads of one uid: every rank of a submission together
+    nproc: int = 128  # processes and threads of one uid, and of the submission's pids cgroup
+    submission_mb: int = 2048  # resident memory of the submission as a whole: processes and its tmpfs
     fsize_mb: int = 64
     nofile: int = 256
     disk_mb: int = 256  # the submission's working folders together (tmpfs)
@@ -134,8 +135,8 @@ def _tmpfs(dst: str, mb: int, mode: str = "1777") -> None:
 def _stub(root: str, module: str, target: str, n: int) -> None:
     """Cover ``target`` (the file or package folder of ``module``) so that importing it raises ImportError."""
     name = os.path.splitext(os.path.basename(target))[0]
-    why = (f"{module} is not available while this lab is graded: the lab asks you to write this part "
-           f"yourself, so the course library's answer is switched off")
+    why = (f"{module} is not available while this lab is graded: it holds or imports the course library's "
+           f"answer to this lab, which asks you to write that part yourself")
     text = f"raise ImportError({why!r}, name={module!r})\n"
     if os.path.isdir(target):
         _tmpfs(root + target, 1, "0755")
@@ -292,28 +293,3 @@ def uid_alive(uid: int) -> bool:
             except (OSError, IndexError):
                 pass
     return False
-
-
-def confine_cpu(cpu: int | None) -> str:
-    """Join a cpuset cgroup holding one core (a student cannot leave it: /sys is not in the sandbox)."""
-    if cpu is None:
-        return "none"
-    base = "/sys/fs/cgroup/cpuset"
-    try:
-        group = f"{base}/scaleout-grader/cpu{cpu}"
-        if not os.path.isdir(group):
-            os.makedirs(group, exist_ok=True)
-            mems = open(f"{base}/cpuset.mems").read().strip()
-            for d in (f"{base}/scaleout-grader", group):
-                with open(f"{d}/cpuset.mems", "w") as f:
-                    f.write(mems)
-            with open(f"{base}/scaleout-grader/cpuset.cpus", "w") as f:
-                f.write(open(f"{base}/cpuset.cpus").read().strip())
-            with open(f"{group}/cpuset.cpus", "w") as f:
-                f.write(str(cpu))
-        with open(f"{group}/tasks", "w") as f:
-            f.write(str(os.getpid()))
-        return "cgroup"
-    except OSError:
-        os.sched_setaffinity(0, {cpu})
-        return "affinity"

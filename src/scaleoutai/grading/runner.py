@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import results as R
-from .labs import Lab, read_cells
+from .labs import Lab
 from .jail import Limits, kill_uid, probe_mode
 from .sandbox import UID_BASE, UIDS_PER_SLOT
-from .zygote import SetupFailed, Zygote
 from ..errors import UserError
 
 log = logging.getLogger("scaleoutai.grading")
@@ -128,16 +127,13 @@ def grade_batch(lab: Lab, paths: list[Path], out: Path, jobs: int = 1, limits: L
                 kill_uid(uid)
     try:
         if todo:
-            from .engine import load_hidden, unimportable_files
+            from .slots import run_slots
 
-            zygote = Zygote(limits.mode)  # a fresh process, started before the hidden tests are imported
+            bar = _progress(len(todo), quiet)
             try:
-                hidden = load_hidden(lab)
-                limits.unimportable = unimportable_files(hidden, zygote.roots)
-                limits.shared = str(getattr(hidden.module, "SHARED_FOLDER", ""))
-                _run(hidden, todo, out, base, uids, limits, zygote, summary, quiet)
+                run_slots(lab, todo, out, base, uids, limits, summary, bar.update)
             finally:
-                zygote.close()
+                bar.close()
     finally:
         for fd in locks:
             os.close(fd)
@@ -170,74 +166,3 @@ def reserve_uids(n: int, pool: int = 256) -> tuple[list[int], list[int]]:
     for fd in locks:
         os.close(fd)
     raise RuntimeError(f"all {pool} blocks of sandbox uids are in use by other grading batches; wait for one to finish")
-
-
-def grade_one(hidden, sub: Submission, cells: list[dict], zygote: Zygote, base: Path, first_uid: int,
-              cpu: int | None, limits: Limits) -> dict:
-    """Run every case of one submission in its sandboxes and grade what the grader observed."""
-    from .engine import RunReport, grade_run
-    from .hub import SubmissionRun
-
-    t = time.perf_counter()
-    tag = f"s{os.urandom(5).hex()}"
-    run = SubmissionRun(zygote, tag, list(range(first_uid, first_uid + UIDS_PER_SLOT)), cpu, str(base / tag),
-                        limits, cells, hidden.plan)
-    outcomes, setup_error = {}, ""
-    try:
-        try:
-            run.ensure(1)  # rank 0 runs the cells first: its output is "what your notebook printed"
-            for case in hidden.plan.cases:
-                outcomes[case.id] = run.run(case)
-        except SetupFailed as exc:
-            setup_error = str(exc)
-        except EOFError:
-            run.cells_failure = "exit"  # rank 0 died in the cells
-        except TimeoutError:
-            run.cells_failure = "timeout"
-    finally:
-        run.close()
-    report = RunReport(outcomes, run.cells_report, setup_error, run.confinement, run.cells_failure)
-    return grade_run(hidden, report, cells, limits, wall=time.perf_counter() - t)
-
-
-def _run(hidden, todo: list[Submission], out: Path, base: Path, uids: list[int], limits: Limits,
-         zygote: Zygote, summary: Summary, quiet: bool) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .engine import grade_run
-
-    bar = _progress(len(todo), quiet)
-    cpus = sorted(os.sched_getaffinity(0))
-    jobs = len(uids)
-    free = list(range(jobs))
-    import threading
-
-    lock = threading.Lock()
-
-    def one(sub: Submission) -> None:
-        try:
-            cells = read_cells(sub.notebook) if sub.notebook else None
-            problem = sub.problem
-        except ValueError as exc:
-            cells, problem = None, str(exc)
-        if cells is None:
-            res = grade_run(hidden, None, None, limits, error=problem or "no notebook found")
-        else:
-            with lock:
-                slot = free.pop(0)
-            try:
-                res = grade_one(hidden, sub, cells, zygote, base, uids[slot],
-                                cpus[slot % len(cpus)] if jobs > 1 else None, limits)
-            finally:
-                with lock:
-                    free.append(slot)
-        R.write_results(out / sub.id / "results.json", res)
-        with lock:
-            summary.graded += 1
-            summary.failed += res["scaleout"].get("status") != "ok"
-            bar.update(1)
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for f in [pool.submit(one, sub) for sub in todo]:
-            f.result()
-    bar.close()

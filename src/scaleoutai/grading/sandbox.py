@@ -16,8 +16,9 @@ import signal
 import socket
 import time
 
-from .jail import (MS_BIND, MS_NODEV, MS_NOSUID, PR_SET_PDEATHSIG, Limits, confine_cpu, enter_jail, kill_uid,
-                   libc, mount, umount, unshare_all)
+from .cgroups import confine_cpu, join_submission_groups, make_submission_groups, remove_submission_groups
+from .jail import (MS_BIND, MS_NODEV, MS_NOSUID, PR_SET_PDEATHSIG, Limits, enter_jail, kill_uid, libc, mount, umount,
+                   unshare_all)
 
 UID_BASE = 61000  # uids 61000.. are the sandboxes' uids; no passwd entry is needed to run as one
 UIDS_PER_SLOT = 16  # one uid per rank: ranks of one submission cannot read or signal each other
@@ -36,6 +37,9 @@ def _sandbox(job: dict, fds: list[int], status_w: int) -> None:
     os.setsid()
     try:
         cpu = confine_cpu(job.get("cpu"))
+        if job.get("groups") and not join_submission_groups(job["groups"]):
+            raise OSError("the submission's memory and pids cgroups are gone")
+        cpu += " memory=cgroup" if job.get("groups") else " memory=rlimit"
         if limits.mode == "full":
             unshare_all()
             pid = os.fork()  # the child is pid 1 of the new PID namespace
@@ -85,14 +89,20 @@ def _init_of_namespace(fds: list[int]) -> None:
             os._exit(min(255, max(0, os.waitstatus_to_exitcode(status))) or (128 + 9 if status else 0))
 
 
-def _prepare_work(job: dict, mounted: set[str]) -> None:
-    """The submission's tmpfs (once) and this sandbox's folder in it, owned by its uid."""
+def _prepare_work(job: dict, mounted: dict[str, str]) -> None:
+    """The submission's cgroups and tmpfs (once) and this sandbox's folder in it, owned by its uid."""
     sub = job["subwork"]
     if sub not in mounted:
         os.makedirs(sub, mode=0o711, exist_ok=True)
-        if job["limits"]["mode"] == "full":
-            mount("tmpfs", sub, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0711,size={job['limits']['disk_mb']}m")
-        mounted.add(sub)
+        lim = job["limits"]
+        if lim["mode"] != "none":  # before the tmpfs: its pages are charged to the writer's group
+            mounted[sub] = os.path.basename(sub) if make_submission_groups(
+                os.path.basename(sub), lim["submission_mb"], lim["nproc"]) else ""
+        else:
+            mounted[sub] = ""
+        if lim["mode"] == "full":
+            mount("tmpfs", sub, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0711,size={lim['disk_mb']}m")
+    job["groups"] = mounted[sub]
     os.makedirs(job["work"], mode=0o700, exist_ok=True)
     os.makedirs(job["root"], mode=0o755, exist_ok=True)
     shared = job["limits"]["shared"]
@@ -130,7 +140,7 @@ def zygote_loop(sock: socket.socket) -> None:
 
     running: dict[int, dict] = {}  # pid -> job
     status: dict[int, tuple[int, dict, bytes]] = {}  # status pipe -> (pid, job, bytes so far)
-    mounted: set[str] = set()
+    mounted: dict[str, str] = {}  # a submission's working folder -> its cgroups' tag ("" without)
     closed = False
 
     def reply(msg: dict) -> None:
@@ -184,7 +194,10 @@ def zygote_loop(sock: socket.socket) -> None:
                             umount(job["subwork"])
                         except OSError:
                             pass
-                    mounted.discard(job["subwork"])
+                    groups = mounted.pop(job["subwork"], "")
+                    if groups:
+                        _reap(running, reply)  # the killed sandboxes leave the groups once reaped
+                        remove_submission_groups(groups)
             else:
                 pid, job, got = status[r]
                 chunk = os.read(r, 4096)
@@ -198,11 +211,13 @@ def zygote_loop(sock: socket.socket) -> None:
                 reply({"op": "setup", "key": job["key"], "ok": ok, "cpu": text[3:] if ok else "",
                        "error": "" if ok else (text[6:] or "the sandbox died while it was being built")})
         _reap(running, reply)
-    for sub in mounted:
+    for sub, groups in mounted.items():
         try:
             umount(sub)
         except OSError:
             pass
+        if groups:
+            remove_submission_groups(groups)
 
 
 def _kill(pid: int, job: dict) -> None:
