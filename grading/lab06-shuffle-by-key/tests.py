@@ -9,27 +9,40 @@ from collections import Counter
 import numpy as np
 
 from scaleoutai.data.mapreduce import partition_of
-from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, graded_after
+from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, envelope_bytes, graded_after
 
-# (K, R, n pairs, key kind, how the pairs are split, backend)
+# (K, R, n pairs, key kind, how the pairs are split, backend). "big int": keys and values beyond 2**31 (and keys
+# beyond 2**53), which no int32 or float64 carries exactly; "unicode": str keys outside ASCII; and no pairs at all.
 SIM = [(1, 1, 30, "mixed", "even", "sim"), (2, 2, 80, "str", "even", "sim"), (3, 3, 90, "int", "uneven", "sim"),
        (3, 7, 60, "tuple", "even", "sim"), (5, 5, 120, "mixed", "one empty", "sim"),
        (5, 12, 150, "mixed", "uneven", "sim"), (8, 8, 200, "mixed", "even", "sim"),
        (8, 8, 40, "few keys", "even", "sim"), (8, 1, 64, "str", "even", "sim"),
-       (6, 6, 90, "str", "one holds all", "sim")]
+       (6, 6, 90, "str", "one holds all", "sim"), (7, 5, 70, "big int", "uneven", "sim"),
+       (4, 9, 30, "few keys", "one empty", "sim"), (3, 5, 45, "unicode", "even", "sim"),
+       (3, 4, 0, "str", "even", "sim")]
+RANDOM = 3  # property cases: K, R, n, key kind and split drawn from the plan's seeded rng
+KINDS = ("str", "int", "tuple", "mixed", "few keys", "big int", "unicode")
+SPLITS = ("even", "uneven", "one empty", "one holds all")
 PROCESS = [(2, 2, 80, "mixed", "even", "process"), (2, 3, 60, "str", "uneven", "process")]
 UNIMPORTABLE = ("scaleoutai.data.mapreduce", "scaleoutai.data.mapreduce_tasks")  # the course's answer
 RETURN_CAP = 4 << 20
-BYTES_SLACK, PER_MESSAGE = 1.5, 64  # a rank may send 1.5x the JSON size of the pairs it has for d, + 64 B a message
+# a rank may send 1.5x the JSON size of the pairs it has for d, + 64 B and one header a message
+BYTES_SLACK, PER_MESSAGE = 1.5, 64 + envelope_bytes(1)
 
 
 def _pairs(rng: np.random.Generator, n: int, kind: str) -> list[tuple]:
     def key(i: int, j: int):
-        pick = {"str": 0, "int": 1, "tuple": 2, "mixed": j % 3, "few keys": 0}[kind]
         if kind == "few keys":
             return f"k{i % 3}"
+        if kind == "big int":
+            return (-1) ** (i % 2) * (2**33 + i * 7919) if j % 2 else 2**60 + i
+        if kind == "unicode":
+            return ["wörter", "ключ", "鍵", "naïve", "x"][i % 5] + str(i)
+        pick = {"str": 0, "int": 1, "tuple": 2, "mixed": j % 3}[kind]
         return [f"w{i}", int(i) * 7 - 40, (f"u{i % 5}", int(i))][pick]
-    return [(key(int(rng.zipf(1.4)) % 60, j), int(rng.integers(-5, 100))) for j in range(n)]
+    big = kind == "big int"
+    return [(key(int(rng.zipf(1.4)) % 60, j), int(rng.integers(2**31, 2**40) if big else rng.integers(-5, 100)))
+            for j in range(n)]
 
 
 def _split(rng: np.random.Generator, pairs: list, K: int, how: str) -> list[list]:
@@ -56,10 +69,17 @@ def _key(k):
 
 def plan(rng: np.random.Generator) -> Plan:
     p = Plan()
-    for i, (K, R, n, kind, how, backend) in enumerate(SIM + PROCESS):
+    cases = [(spec, "") for spec in SIM + PROCESS]
+    for i in range(RANDOM):
+        K = int(rng.integers(1, 8))
+        spec = (K, int(rng.integers(1, 13)), int(rng.integers(0, 81)), str(rng.choice(KINDS)),
+                str(rng.choice(SPLITS)) if K > 2 else "uneven", "sim")
+        cases.append((spec, f"random case {i + 1}: "))
+    for i, ((K, R, n, kind, how, backend), prefix) in enumerate(cases):
         splits = _split(rng, _pairs(rng, n, kind), K, how)
         where = "simulator" if backend == "sim" else "2 real processes"
-        case = Case(id=f"c{i:02d}", fn="run_shuffle", label=f"K={K}, R={R}, {n} {kind} pairs split {how}, {where}",
+        label = f"{prefix}K={K}, R={R}, {n} {kind} pairs split {how}, {where}"
+        case = Case(id=f"c{i:02d}", fn="run_shuffle", label=label,
                     world_size=K, backend=backend, timeout=30 if backend == "process" else 10,
                     data={"R": R, "splits": splits})
         p.add_in_order(case, [("split", [_encode(s) for s in splits]), ("=", R)])
@@ -169,12 +189,13 @@ def traffic(res: CaseResult):
 
 
 TESTS = [
-    Test("complete", "every pair comes back exactly once (K = 1, 2, 3, 5, 6, 8, K > keys, str/int/tuple keys)",
+    Test("complete", "every pair comes back exactly once (K = 1-8, K > keys, str/int/tuple/big int/non-ASCII keys)",
          select=lambda c: c.backend == "sim", check=complete),
     Test("placement", "every key on exactly one rank: partition(key, R) mod K",
          select=lambda c: c.backend == "sim", check=placement),
     Test("correct_process", "the shuffle is right on 2 real processes (the partition is stable across processes)",
          select=lambda c: c.backend == "process", check=correct_process),
     Test("traffic", "one exchange: each rank sends each other rank only the pairs it owns (the grader's trace)",
-         select=lambda c: c.backend == "sim" and c.world_size > 1, check=traffic),
+         select=lambda c: c.backend == "sim" and c.world_size > 1 and any(c.data["splits"]),  # pairs to move
+         check=traffic),
 ]

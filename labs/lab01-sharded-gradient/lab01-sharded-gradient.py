@@ -15,7 +15,8 @@
 #
 # which equals the plain mean of the g_r only when every shard has the same size. `np.array_split`
 # gives shards that differ by one row when K does not divide N, and empty shards when K > N: the
-# grader tries both, with K = 1, 2, 3, 5, 8, in float32 and float64.
+# grader tries both, and shards of very different sizes (large ones too), with K from 1 to 8, in
+# float32 and float64.
 #
 # **Each rank holds only its own shard**, as on a real cluster: no rank knows N or any other rank's
 # rows. So the weights n_r / N have to travel too: send n_r g_r together with n_r (d + 1 numbers),

@@ -11,7 +11,8 @@
 #
 # `vector_clock_run(comm, events)` gets this rank's events, one row `(kind, peer)` each:
 # kind 0 is a local event, kind 1 sends to `peer`, kind 2 receives from `peer`. Return an integer
-# array of shape (len(events), K): the rank's clock after each event.
+# array of shape (len(events), K): the rank's clock after each event (shape (0, K) for a rank without
+# events; a long run counts hundreds of events, so keep the counters in int64).
 #
 # **Majority commit.** Rank 0 is the leader. For each entry, the leader sends it to every follower;
 # a follower appends it to its log and answers with an acknowledgement. The entry is committed once a

@@ -13,7 +13,9 @@
 # **1. Range sharding.** `shard_of(keys, n_rows, S)` returns, for an int64 array of keys, the server
 # that owns each one: the rows are cut into S contiguous blocks exactly as `np.array_split(np.arange(n_rows), S)`
 # cuts them (the course's `block_bounds(n_rows, S)`): the first n_rows mod S blocks hold one row more,
-# and with S > n_rows the last servers hold nothing. Not `key % S`: the grader checks every key.
+# and with S > n_rows the last servers hold nothing. Not `key % S`: the grader checks every key, on tables of
+# up to billions of rows (n_rows beyond 2**32): compute the S block boundaries, never an array of n_rows
+# entries, and keep keys int64.
 #
 # **2. The protocol** (one message each way; `pack` and `unpack` below build and read it). At every
 # clock c = 0, 1, ..., T-1 worker k:
@@ -50,9 +52,10 @@
 # `shard_of` against the rule; with s = 0 the final table and every clock's loss equal single-machine SGD
 # on the same batches (several S and W, more servers than rows); every pushed gradient applied exactly
 # once (for every s); every pull answered with the rows as they are at that moment; with a slow worker,
-# its own log of the clocks never shows a gap above s, and reaches s; each key goes only to the server
-# that owns it; a worker pulls only its batch's rows (bytes bounded). `scaleoutai.ml` (the course's
-# answer) cannot be imported in the grader.
+# its own log of the clocks never shows a gap above s, and reaches s; each server receives from the
+# worker the virtual-time rule names (replayed from the server's own record, with workers of mixed
+# speeds); each key goes only to the server that owns it; a worker pulls only its batch's rows (bytes
+# bounded). `scaleoutai.ml` (the course's answer) cannot be imported in the grader.
 
 # %% tags=["parameters"]
 S = 2  # smoke: 2

@@ -1,5 +1,5 @@
 # mutant: sums n_r g_r but divides by K (the number of ranks) instead of N = sum n_r
-# loses: sharded, communication
+# loses: sharded
 REPLACE = [
     ('    N = total[-1]\n', '    N = float(K)\n'),
 ]

@@ -1,5 +1,5 @@
 # mutant: the majority counts only the acks and forgets that the leader holds the entry too
-# loses: minority, majority_lost
+# loses: commit, minority, majority_lost
 REPLACE = [
     ('committed[i] = 2 * (1 + acks) > comm.size',
      'committed[i] = 2 * acks > comm.size'),

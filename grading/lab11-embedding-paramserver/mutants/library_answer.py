@@ -1,5 +1,5 @@
 # mutant: the course library's server and worker through an import path a grep does not see
-# loses: bsp_exact, exactly_once, pulls_current, staleness, owners, sparse
+# loses: bsp_exact, exactly_once, pulls_current, staleness, schedule, owners, sparse
 import importlib
 
 

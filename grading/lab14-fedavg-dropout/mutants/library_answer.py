@@ -1,5 +1,5 @@
 # mutant: aggregates with the course library's weighted average through an import path a grep misses
-# loses: no_drop, dropout, all_drop, privacy, correct_process
+# loses: no_drop, dropout, all_drop, privacy, clients, broadcast, correct_process
 import importlib
 
 import numpy as np
