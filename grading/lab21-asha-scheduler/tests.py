@@ -85,40 +85,93 @@ HAND = [
      (4, 2, 32, 9, [(1, 0, 0, 0)] * 4 + [(0, 3, 0, .1), (0, 2, 0, .2), (0, 1, 0, .3), (0, 0, 0, .4)]
       + [(1, 0, 0, 0)] * 3 + [(0, 0, 1, .6), (0, 4, 0, .8)] + [(1, 0, 0, 0)] * 2)),
 ]
+J = (1, 0, 0, 0)  # next_job()
+HAND_MORE = [  # the boundaries of the rules
+    ("eta=2, equal scores, the older trial reports first (ties go to the older trial)",
+     (2, 1, 2, 3, [J, J, J, (0, 0, 0, .5), (0, 1, 0, .5), J, (0, 2, 0, .5), J, (0, 0, 1, .7), J])),
+    ("eta=2, scores 1e-9 apart (closer than float32 can tell)",
+     (2, 1, 4, 4, [J, J, (0, 0, 0, .5), (0, 1, 0, .5 + 1e-9), J, J, (0, 1, 1, .3), (0, 2, 0, .3 + 1e-9), J,
+                   (0, 3, 0, .3), J, (0, 2, 1, .3 - 1e-9), J, J])),
+    ("a single rung (max_resource < min_resource * eta): every result is final",
+     (3, 1, 2, 3, [J, J, (0, 1, 0, .4), (0, 0, 0, .9), J, J, (0, 2, 0, .1), J])),
+    ("every trial started, promotions still pending (max_trials reached first)",
+     (2, 1, 4, 2, [J, J, J, (0, 0, 0, .3), (0, 1, 0, .6), J, J, (0, 1, 1, .2), J])),
+]
 RANDOM = [(3, 1, 27, 30, 4), (2, 1, 8, 20, 3), (3, 1, 9, 12, 1), (4, 1, 16, 40, 6), (2, 2, 16, 16, 9)]
 # (K, eta, min, max, trials, time per unit)
 DRIVER = [(2, 3, 1, 9, 9, 1.0), (3, 2, 1, 8, 12, 0.5), (4, 3, 1, 27, 20, 0.1), (6, 2, 1, 4, 15, 1.0),
           (9, 3, 1, 9, 5, 0.25)]
+# (K, eta, min, max, trials, time per unit, curves): "ties" scores on a coarse grid (equal best scores at the top
+# rung, equal finish times), "falling" scores that drop with more resource (the best of rung 0 is not the best)
+DRIVER_MORE = [(4, 2, 1, 4, 10, 1.0, "ties"), (5, 3, 1, 9, 14, 0.1, "falling"), (3, 2, 1, 8, 9, 0.3, "ties")]
+PROPERTY = 3  # seeded random replays and 2 drivers with every parameter drawn
 
 
 def plan(rng: np.random.Generator) -> Plan:
     p = Plan()
     for i, (label, (eta, lo, hi, cap, raw)) in enumerate(HAND):
-        ev = np.array(raw, dtype=np.float64).reshape(-1, 4)
-        p.add(Case(id=f"h{i}", fn="replay", label=label, mode="call", timeout=5,
-                   args=[{"value": eta}, {"value": lo}, {"value": hi}, {"value": cap}], data={"cfg": (eta, lo, hi, cap)}),
-              shared={"events": ev})
+        _add_replay(p, f"h{i}", label, (eta, lo, hi, cap), np.array(raw, dtype=np.float64).reshape(-1, 4))
     for i, (eta, lo, hi, cap, workers) in enumerate(RANDOM):
-        grid = rng.integers(0, 6, size=(cap, 8)) / 5.0  # coarse scores: many ties
-        spans = rng.uniform(0.5, 2.0, size=(cap, 8))
-        ev, _, _ = simulate(Reference(eta, lo, hi, cap), workers, lambda t, k: float(grid[t, k]), 1.0,
-                            lambda t, k: float(spans[t, k]))
-        label = f"seeded random results, eta={eta}, resources {lo}..{hi}, {cap} trials, {workers} workers"
-        p.add(Case(id=f"q{i}", fn="replay", label=label, mode="call", timeout=5,
-                   args=[{"value": eta}, {"value": lo}, {"value": hi}, {"value": cap}], data={"cfg": (eta, lo, hi, cap)}),
-              shared={"events": np.array(ev, dtype=np.float64)})
+        _add_random(p, f"q{i}", rng, eta, lo, hi, cap, workers, "seeded random results")
     for i, (K, eta, lo, hi, cap, tpu) in enumerate(DRIVER):
         rungs = len(Reference(eta, lo, hi, cap).r)
         quality = rng.uniform(0, 1, size=(cap, 1))
         curves = quality - 0.5 ** np.arange(rungs)[None, :] + 0.05 * rng.standard_normal((cap, rungs))
-        case = Case(id=f"d{i}", fn="asha_search", label=f"K={K}, eta={eta}, resources {lo}..{hi}, {cap} trials",
-                    world_size=K, timeout=10, data={"cfg": (eta, lo, hi, cap), "tpu": tpu, "curves": curves})
-        for r in range(K):  # only workers can train: the driver's copy of the curves is all NaN
-            p.inputs[f"d{i}/curves/{r}"] = np.full_like(curves, np.nan) if r == 0 else curves
-        case.args = [{"key": f"d{i}/curves", "per_rank": True}, {"value": eta}, {"value": lo}, {"value": hi},
-                     {"value": tpu}]
-        p.cases.append(case)
+        _add_driver(p, f"d{i}", K, eta, lo, hi, cap, tpu, curves)
+    for i, (label, (eta, lo, hi, cap, raw)) in enumerate(HAND_MORE):
+        _add_replay(p, f"b{i}", label, (eta, lo, hi, cap), np.array(raw, dtype=np.float64).reshape(-1, 4))
+    for i in range(PROPERTY):
+        eta, lo = int(rng.integers(2, 5)), int(rng.integers(1, 4))
+        hi = lo * eta ** int(rng.integers(0, 4)) + int(rng.integers(0, eta))
+        _add_random(p, f"p{i}", rng, eta, lo, hi, int(rng.integers(4, 41)), int(rng.integers(1, 9)),
+                    "seeded random case")
+    drivers = list(DRIVER_MORE)
+    for _ in range(2):
+        K, eta = int(rng.integers(2, 10)), int(rng.integers(2, 5))
+        lo, cap = int(rng.integers(1, 3)), int(rng.integers(3, 25))
+        hi, tpu = lo * eta ** int(rng.integers(1, 4)), float(rng.choice([0.1, 0.25, 1.0]))
+        drivers.append((K, eta, lo, hi, cap, tpu, str(rng.choice(["ties", "falling", "rising"]))))
+    for i, (K, eta, lo, hi, cap, tpu, shape) in enumerate(drivers):
+        rungs = len(Reference(eta, lo, hi, cap).r)
+        if shape == "ties":
+            curves = rng.integers(0, 4, size=(cap, rungs)) / 4.0
+        else:
+            quality = rng.uniform(0, 1, size=(cap, 1))
+            curves = quality + (1 if shape == "falling" else -1) * 0.5 ** np.arange(rungs)[None, :]
+        what = {"ties": "scores on a grid of 1/4 (ties)", "falling": "scores that fall with more resource",
+                "rising": "scores that rise with more resource"}[shape]
+        _add_driver(p, f"e{i}", K, eta, lo, hi, cap, tpu, curves,
+                    f", time per unit {tpu:g}, {'seeded random case, ' if i >= len(DRIVER_MORE) else ''}{what}")
     return p
+
+
+def _add_replay(p: Plan, cid: str, label: str, cfg: tuple, events: np.ndarray) -> None:
+    eta, lo, hi, cap = cfg
+    p.add(Case(id=cid, fn="replay", label=label, mode="call", timeout=5,
+               args=[{"value": eta}, {"value": lo}, {"value": hi}, {"value": cap}], data={"cfg": cfg}),
+          shared={"events": events})
+
+
+def _add_random(p: Plan, cid: str, rng: np.random.Generator, eta: int, lo: int, hi: int, cap: int, workers: int,
+                what: str) -> None:
+    """Results of coarse scores (many ties) in the order an asynchronous run with random job lengths gives."""
+    grid = rng.integers(0, 6, size=(cap, 8)) / 5.0
+    spans = rng.uniform(0.5, 2.0, size=(cap, 8))
+    ev, _, _ = simulate(Reference(eta, lo, hi, cap), workers, lambda t, k: float(grid[t, k]), 1.0,
+                        lambda t, k: float(spans[t, k]))
+    _add_replay(p, cid, f"{what}, eta={eta}, resources {lo}..{hi}, {cap} trials, {workers} workers", (eta, lo, hi, cap),
+                np.array(ev, dtype=np.float64))
+
+
+def _add_driver(p: Plan, cid: str, K: int, eta: int, lo: int, hi: int, cap: int, tpu: float, curves: np.ndarray,
+                note: str = "") -> None:
+    case = Case(id=cid, fn="asha_search", label=f"K={K}, eta={eta}, resources {lo}..{hi}, {cap} trials{note}",
+                world_size=K, timeout=10, data={"cfg": (eta, lo, hi, cap), "tpu": tpu, "curves": curves})
+    for r in range(K):  # only workers can train: the driver's copy of the curves is all NaN
+        p.inputs[f"{cid}/curves/{r}"] = np.full_like(curves, np.nan) if r == 0 else curves
+    case.args = [{"key": f"{cid}/curves", "per_rank": True}, {"value": eta}, {"value": lo}, {"value": hi},
+                 {"value": tpu}]
+    p.cases.append(case)
 
 
 def _compare(res: CaseResult, want_kind: int):

@@ -16,7 +16,7 @@
 # - `krum(vectors, f, m)`: the score of vector i is the sum of the squared distances ||v_i - v_j||^2 to its
 #   K - f - 2 nearest **other** vectors (j != i). Return the average of the m vectors of smallest score
 #   (m = 1 is Krum, Blanchard et al. 2017; m > 1 is multi-Krum); among equal scores the lower index comes
-#   first. Raise `ValueError` unless K > 2f + 2 and 1 <= m <= K.
+#   first. Raise `ValueError` unless 0 <= f, K > 2f + 2 and 1 <= m <= K.
 #
 # **The server.** `robust_aggregate(comm, grad, rule, f)` runs on every rank; `grad` is this rank's vector
 # (d numbers) and `rule` one of `"median"`, `"trimmed_mean"`, `"krum"` (m = 1) and `"multi_krum"`
