@@ -1,0 +1,75 @@
+"""One submission cannot starve or outgrow its neighbour: with ``--jobs 2`` a hostile submission (frame
+flood, fork-and-allocate, busy loops) spends its own slot's core and its own memory cgroup, and the
+honest submission beside it keeps its grade and its time (within 1.5x of grading it alone)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from grading_helpers import RING, notebook, results
+from scaleoutai.grading.jail import Limits, probe_mode, uid_alive
+from scaleoutai.grading.labs import find_lab
+from scaleoutai.grading.runner import grade_batch
+from scaleoutai.grading.sandbox import UID_BASE, UIDS_PER_SLOT
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox drops privileges and needs root")]
+
+HOSTILE = '''
+import os, numpy as np
+# fork and allocate: six children of every rank sandbox each touch a gigabyte, then spin
+for _ in range(6):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        try:
+            block = bytearray(1 << 30)
+            for i in range(0, len(block), 4096):
+                block[i] = 1
+        finally:
+            while True:
+                pass
+
+def ring_allreduce(comm, x):
+    # a frame flood: megabyte messages that nobody receives, then barrier requests without end
+    big = np.zeros(1 << 17)
+    for _ in range(10_000):
+        comm.send(big, (comm.rank + 1) % comm.size)
+    while True:
+        comm.barrier() if comm.size == 1 else comm.compute(0.0)
+'''
+
+
+def _time(out: Path, sid: str) -> float:
+    return float(results(out, sid)["execution_time"])
+
+
+def test_a_hostile_neighbour_neither_slows_nor_starves_an_honest_submission(tmp_path):
+    if probe_mode() != "full":
+        pytest.skip("this machine forbids mount and network namespaces")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("two job slots need two cores")
+    lab = find_lab("lab04", ROOT)
+    honest = notebook(tmp_path / "subs" / "honest.ipynb", RING)
+    hostile = notebook(tmp_path / "subs" / "hostile.ipynb", HOSTILE)
+    limits = dict(timeout=30, memory_mb=2048, submission_mb=1024)
+    alone = []
+    for i in range(2):  # the better of two runs: the first also warms the page cache
+        grade_batch(lab, [honest], tmp_path / f"alone{i}", jobs=2, quiet=True, limits=Limits(**limits))
+        alone.append(_time(tmp_path / f"alone{i}", "honest"))
+    out = tmp_path / "beside"
+    summary = grade_batch(lab, [honest, hostile], out, jobs=2, quiet=True, limits=Limits(**limits))
+    assert summary.graded == 2
+    mine, theirs = results(out, "honest"), results(out, "hostile")
+    assert mine["score"] == results(tmp_path / "alone0", "honest")["score"] > 0
+    assert theirs["score"] == 0
+    assert _time(out, "honest") <= 1.5 * min(alone), (_time(out, "honest"), alone)
+    peak = theirs["scaleout"].get("peak_mb")
+    assert peak is not None and peak <= 1024 + 8, peak  # the cgroup held the whole submission to its cap
+    for uid in range(UID_BASE, UID_BASE + 4 * UIDS_PER_SLOT):
+        assert not uid_alive(uid), f"a process of uid {uid} outlived its batch"
