@@ -5,17 +5,21 @@ import math
 
 import numpy as np
 
-from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close, forbidden_calls, graded_after
+from scaleoutai.grading.checks import (Case, CaseResult, Fail, Plan, Test, close, envelope_bytes, forbidden_calls,
+                                       graded_after)
 from scaleoutai.nn import adam_update, gelu
 
-# (K, Psi, steps, dtype, backend); Psi < K leaves some ranks without a block
+# (K, Psi, steps, dtype, backend[, gradient scale]); Psi < K leaves some ranks without a block (K = 6, Psi = 2:
+# most of them); gradients of 1e-7 make sqrt(v_hat) comparable with eps, so eps sits where the formula puts it
 ZERO = [(1, 10, 3, "float64", "sim"), (2, 10, 3, "float64", "sim"), (3, 11, 4, "float32", "sim"),
         (5, 23, 3, "float64", "sim"), (5, 3, 2, "float64", "sim"), (4, 18, 3, "float32", "sim"),
-        (2, 13, 3, "float64", "process")]
+        (2, 13, 3, "float64", "process"), (6, 2, 2, "float64", "sim"), (3, 12, 3, "float64", "sim", 1e-7),
+        (7, 30, 2, "float32", "sim")]
 # (K, x shape, d_ff, dtype, backend); d_ff < K leaves some ranks without columns
 TP = [(1, (4, 6), 8, "float64", "sim"), (2, (5, 6), 8, "float64", "sim"), (3, (4, 5), 7, "float32", "sim"),
       (5, (3, 4), 12, "float64", "sim"), (8, (2, 4), 6, "float64", "sim"), (3, (2, 3, 4), 9, "float64", "sim"),
-      (2, (4, 6), 10, "float64", "process")]
+      (2, (4, 6), 10, "float64", "process"), (7, (1, 3), 3, "float64", "sim"), (6, (3, 5), 10, "float32", "sim")]
+RANDOM = 2  # property cases of each part: random K, sizes, steps and dtype from the seeded rng
 LR = 0.01
 TOL = {"float64": (1e-9, 1e-9), "float32": (1e-4, 1e-4)}  # (rtol, atol per unit of max|expected|)
 UNIMPORTABLE = ("scaleoutai.parallel.zero", "scaleoutai.parallel.tensor", "scaleoutai.parallel.ddp")  # the answers
@@ -31,30 +35,51 @@ def _where(backend: str) -> str:
 
 def plan(rng: np.random.Generator) -> Plan:
     p = Plan()
-    for i, (K, psi, steps, dt, backend) in enumerate(ZERO):
-        more = ", more ranks than elements" if K > psi else ", uneven blocks" if psi % K else ""
-        case = Case(id=f"z{i}", fn="grader_zero_adam", world_size=K, backend=backend,
-                    timeout=20 if backend == "process" else 8, label=f"ZeRO-2, K={K}, Psi={psi}, {steps} steps, "
-                    f"{dt}{more}, {_where(backend)}", data={"psi": psi, "steps": steps, "dtype": dt, "kind": "zero",
-                                                             "record_messages": True})
-        grads = [rng.standard_normal((steps, psi)).astype(dt) for _ in range(K)]
-        p.add_in_order(case, [("p0", rng.standard_normal(psi).astype(dt)), ("grads", grads), ("=", LR)])
-    for i, (K, shape, d_ff, dt, backend) in enumerate(TP):
-        d = shape[-1]
-        more = ", more ranks than columns" if K > d_ff else ", uneven columns" if d_ff % K else ""
-        case = Case(id=f"m{i}", fn="megatron_mlp_forward", world_size=K, backend=backend,
-                    timeout=20 if backend == "process" else 8, label=f"Megatron MLP, K={K}, x of shape {shape}, "
-                    f"d_ff={d_ff}, {dt}{more}, {_where(backend)}", data={"shape": shape, "dtype": dt, "kind": "tp"})
-        x = rng.standard_normal(shape).astype(dt)
-        W1 = (rng.standard_normal((d, d_ff)) / np.sqrt(d)).astype(dt)
-        b1 = (0.5 * rng.standard_normal(d_ff)).astype(dt)
-        W2 = (rng.standard_normal((d_ff, d)) / np.sqrt(d_ff)).astype(dt)
-        b2 = (0.5 * rng.standard_normal(d)).astype(dt)
-        cols = [c for c in np.array_split(np.arange(d_ff), K)]  # rank r's columns
-        p.add_in_order(case, [("x", x), ("W1", [W1[:, c].copy() for c in cols]), ("b1", [b1[c].copy() for c in cols]),
-                       ("W2", [W2[c].copy() for c in cols]), ("b2", b2)])
-        case.data["full"] = (W1, b1, W2)
+    for i, row in enumerate(ZERO):
+        _add_zero(p, rng, f"z{i}", *row)
+    for i, row in enumerate(TP):
+        _add_tp(p, rng, f"m{i}", *row)
+    prop = np.random.default_rng(int(rng.integers(1 << 31)))  # after the fixed cases: their inputs stay put
+    for i in range(RANDOM):
+        dt = str(prop.choice(["float32", "float64"]))
+        _add_zero(p, prop, f"rz{i}", int(prop.integers(1, 8)), int(prop.integers(1, 25)), int(prop.integers(1, 4)), dt,
+                  "sim", 1.0, "random case, ")
+        dt = str(prop.choice(["float32", "float64"]))
+        shape = tuple(int(v) for v in prop.integers(1, 6, size=int(prop.integers(2, 4))))
+        _add_tp(p, prop, f"rm{i}", int(prop.integers(1, 8)), shape, int(prop.integers(1, 12)), dt, "sim",
+                "random case, ")
     return p
+
+
+def _add_zero(p: Plan, rng: np.random.Generator, cid: str, K: int, psi: int, steps: int, dt: str, backend: str,
+              scale: float = 1.0, tag: str = "") -> None:
+    more = ", more ranks than elements" if K > psi else ", uneven blocks" if psi % K else ""
+    more += f", gradients of size {scale:g}" if scale != 1.0 else ""
+    case = Case(id=cid, fn="grader_zero_adam", world_size=K, backend=backend,
+                timeout=20 if backend == "process" else 8, label=f"{tag}ZeRO-2, K={K}, Psi={psi}, {steps} steps, "
+                f"{dt}{more}, {_where(backend)}", data={"psi": psi, "steps": steps, "dtype": dt, "kind": "zero",
+                                                         "record_messages": True})
+    grads = [(scale * rng.standard_normal((steps, psi))).astype(dt) for _ in range(K)]
+    p.add_in_order(case, [("p0", rng.standard_normal(psi).astype(dt)), ("grads", grads), ("=", LR)])
+
+
+def _add_tp(p: Plan, rng: np.random.Generator, cid: str, K: int, shape: tuple, d_ff: int, dt: str, backend: str,
+            tag: str = "") -> None:
+    d = shape[-1]
+    more = ", more ranks than columns" if K > d_ff else ", uneven columns" if d_ff % K else ""
+    more += ", fewer outputs than ranks" if int(np.prod(shape)) < K else ""
+    case = Case(id=cid, fn="megatron_mlp_forward", world_size=K, backend=backend,
+                timeout=20 if backend == "process" else 8, label=f"{tag}Megatron MLP, K={K}, x of shape {shape}, "
+                f"d_ff={d_ff}, {dt}{more}, {_where(backend)}", data={"shape": shape, "dtype": dt, "kind": "tp"})
+    x = rng.standard_normal(shape).astype(dt)
+    W1 = (rng.standard_normal((d, d_ff)) / np.sqrt(d)).astype(dt)
+    b1 = (0.5 * rng.standard_normal(d_ff)).astype(dt)
+    W2 = (rng.standard_normal((d_ff, d)) / np.sqrt(d_ff)).astype(dt)
+    b2 = (0.5 * rng.standard_normal(d)).astype(dt)
+    cols = [c for c in np.array_split(np.arange(d_ff), K)]  # rank r's columns
+    p.add_in_order(case, [("x", x), ("W1", [W1[:, c].copy() for c in cols]), ("b1", [b1[c].copy() for c in cols]),
+                   ("W2", [W2[c].copy() for c in cols]), ("b2", b2)])
+    case.data["full"] = (W1, b1, W2)
 
 
 def _adam_steps(res: CaseResult) -> list[np.ndarray]:
@@ -151,23 +176,25 @@ def _carries(x: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> bool:
     return bool(np.any(np.all(np.abs(windows - want) <= atol + rtol * np.abs(want), axis=1)))
 
 
-def _bytes(res: CaseResult, bound_values: int, max_messages: int | None, what: str) -> None:
+def _bytes(res: CaseResult, bound_values: int, messages: int, check_count: bool, what: str) -> None:
+    """At most ``bound_values`` values and one 1-D message header per allowed message (``messages``) per rank."""
     item = np.dtype(res.case.data["dtype"]).itemsize
+    bound = bound_values * item + messages * envelope_bytes(1)
     for r in range(res.case.world_size):
         s = res.stats(r)
-        if max_messages is not None and s["messages_sent"] > max_messages:
+        if check_count and s["messages_sent"] > messages:
             raise Fail(f"rank {r} sent {s['messages_sent']} messages; one ring all-reduce sends "
-                       f"2(K-1) = {max_messages}")
-        if s["bytes_sent"] > bound_values * item:
-            raise Fail(f"rank {r} sent {s['bytes_sent']} bytes, {s['bytes_sent'] / (bound_values * item):.1f}x "
-                       f"the bound of {bound_values * item} bytes ({what})")
+                       f"2(K-1) = {messages}")
+        if s["bytes_sent"] > bound:
+            raise Fail(f"rank {r} sent {s['bytes_sent']} bytes, {s['bytes_sent'] / bound:.1f}x the bound of {bound} "
+                       f"bytes ({what}, plus a {envelope_bytes(1)}-byte header per message)")
 
 
 def zero_bytes(res: CaseResult):
     c, K = res.case, res.case.world_size
     graded_after(lambda: _correct(res), "the result")
     bound = c.data["steps"] * 2 * (K - 1) * math.ceil(c.data["psi"] / K)
-    _bytes(res, bound, None, "per step a reduce-scatter and an all-gather send 2(K-1)*ceil(Psi/K) values; "
+    _bytes(res, bound, c.data["steps"] * 2 * (K - 1), False, "per step a reduce-scatter and an all-gather send 2(K-1)*ceil(Psi/K) values; "
            "all-reducing the gradients costs more")
     return 1.0, ""
 
@@ -176,7 +203,7 @@ def tp_bytes(res: CaseResult):
     c, K = res.case, res.case.world_size
     graded_after(lambda: _correct(res), "the result")
     n = int(np.prod(c.data["shape"]))
-    _bytes(res, 2 * (K - 1) * math.ceil(n / K), 2 * (K - 1),
+    _bytes(res, 2 * (K - 1) * math.ceil(n / K), 2 * (K - 1), True,
            "one ring all-reduce of the T x d partial outputs; move activations, not weights")
     return 1.0, ""
 

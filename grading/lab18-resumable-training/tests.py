@@ -16,6 +16,10 @@ RUNS = [(2, 30, 4, 12, 3, 1, 7, "float64"),
         (8, 6, 3, 9, 4, 7, 4, "float64"),     # K > rows: empty shards; crash right after a checkpoint
         (3, 20, 4, 8, 5, 2, 2, "float64"),    # crash before the first checkpoint: restart from scratch
         (1, 15, 3, 6, 2, None, None, "float64")]
+# small K: a crash restarts every rank's sandbox, and each start runs the notebook again
+MORE_RUNS = [(3, 2, 3, 6, 1, 1, 5, "float32"),  # K > rows, a checkpoint after every step, crash in the last step
+             (2, 9, 3, 5, 7, None, None, "float64")]  # every > steps: no checkpoint, the folder must still exist
+RANDOM = 1  # property run: random K (2-3), rows, d, steps, every, crashing rank and step, dtype (seeded rng)
 TOL = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5)}  # (rtol, atol)
 ATOMIC_DIR, ATOMIC_D = "ckpt/atomic", 3
 ATOMIC_KILLS = (700, 9000, 30000)  # bytes into the new checkpoint (about 48 KB) where its writer is killed
@@ -48,26 +52,48 @@ def _train_case(p: Plan, cid: str, label: str, K: int, shards: list[np.ndarray],
 
 def plan(rng: np.random.Generator) -> Plan:
     p = Plan()
-    for i, (K, n, d, steps, every, crank, cstep, dt) in enumerate(RUNS):
-        X = rng.standard_normal((n, d))
-        y = X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n)
-        lr = float(0.5 / np.linalg.eigvalsh(X.T @ X).max())
-        full = np.column_stack([X, y]).astype(dt)
-        shards = [s.copy() for s in np.array_split(full, K)]
-        w0 = (0.1 * rng.standard_normal(d)).astype(dt)
-        data = {"K": K, "d": d, "steps": steps, "every": every, "dtype": dt, "ref": trajectory(shards, w0, lr, steps),
-                "crash_step": cstep}
-        what = f"K={K}, {n} rows, d={d}, {steps} steps, every={every}, {dt}"
-        _train_case(p, f"t{i}", f"{what}, no crash", K, shards, w0, steps, lr, f"ckpt/t{i}", every, data)
-        if crank is None:
-            continue
-        when = f"{what}, rank {crank} crashes in step {cstep}"
-        crash = {"crash": {str(crank): 2 * (K - 1) * cstep}}  # ring allreduce: 2(K-1) sends per step
-        _train_case(p, f"c{i}", when, K, shards, w0, steps, lr, f"ckpt/r{i}", every, data, crash)
-        p.cases.append(Case(id=f"a{i}", fn="inspect_checkpoints", label=f"{when}: the folder after the crash",
-                            mode="call", args=[{"value": f"ckpt/r{i}"}, {"value": d}], timeout=5, data=data))
-        _train_case(p, f"r{i}", f"{when}, then restarted", K, shards, w0, steps, lr, f"ckpt/r{i}", every, data)
+    for i, row in enumerate(RUNS):
+        _run(p, rng, str(i), *row)
     _plant_incomplete(p, rng)
+    _atomic(p, rng)
+    for i, row in enumerate(MORE_RUNS):  # after the first cases: their inputs stay put
+        _run(p, rng, str(len(RUNS) + i), *row)
+    _plant_out_of_order(p, rng)
+    prop = np.random.default_rng(int(rng.integers(1 << 31)))
+    for i in range(RANDOM):
+        K, steps = int(prop.integers(2, 4)), int(prop.integers(4, 13))
+        _run(p, prop, f"x{i}", K, int(prop.integers(1, 25)), int(prop.integers(2, 6)), steps, int(prop.integers(1, 6)),
+             int(prop.integers(K)), int(prop.integers(steps)), str(prop.choice(["float32", "float64"])), "random run, ")
+    return p
+
+
+def _run(p: Plan, rng: np.random.Generator, i: str, K: int, n: int, d: int, steps: int, every: int, crank: int | None,
+         cstep: int | None, dt: str, tag: str = "") -> None:
+    X = rng.standard_normal((n, d))
+    y = X @ rng.standard_normal(d) + 0.1 * rng.standard_normal(n)
+    lr = float(0.5 / np.linalg.eigvalsh(X.T @ X).max())
+    full = np.column_stack([X, y]).astype(dt)
+    shards = [s.copy() for s in np.array_split(full, K)]
+    w0 = (0.1 * rng.standard_normal(d)).astype(dt)
+    data = {"K": K, "d": d, "steps": steps, "every": every, "dtype": dt, "ref": trajectory(shards, w0, lr, steps),
+            "crash_step": cstep, "crash_rank": crank}
+    what = f"{tag}K={K}, {n} rows, d={d}, {steps} steps, every={every}, {dt}"
+    _train_case(p, f"t{i}", f"{what}, no crash", K, shards, w0, steps, lr, f"ckpt/t{i}", every, data)
+    if crank is None:
+        if every > steps:  # nothing to save: ckpt_dir must exist all the same (no crash: no sandbox restarts)
+            p.cases.append(Case(id=f"a{i}", fn="inspect_checkpoints", label=f"{what}: the folder after the run",
+                                mode="call", args=[{"value": f"ckpt/t{i}"}, {"value": d}], timeout=5,
+                                data={**data, "crash_step": steps, "crash_rank": 0}))
+        return
+    when = f"{what}, rank {crank} crashes in step {cstep}"
+    crash = {"crash": {str(crank): 2 * (K - 1) * cstep}}  # ring allreduce: 2(K-1) sends per step
+    _train_case(p, f"c{i}", when, K, shards, w0, steps, lr, f"ckpt/r{i}", every, data, crash)
+    p.cases.append(Case(id=f"a{i}", fn="inspect_checkpoints", label=f"{when}: the folder after the crash",
+                        mode="call", args=[{"value": f"ckpt/r{i}"}, {"value": d}], timeout=5, data=data))
+    _train_case(p, f"r{i}", f"{when}, then restarted", K, shards, w0, steps, lr, f"ckpt/r{i}", every, data)
+
+
+def _atomic(p: Plan, rng: np.random.Generator) -> None:
     old = {"step": 4, "params": rng.standard_normal(ATOMIC_D).tolist(), "velocity": rng.standard_normal(ATOMIC_D).tolist()}
     new = {"step": 9, "params": [0.5] * ATOMIC_D, "velocity": [0.25] * ATOMIC_D, "history": [0.0] * 6000}
     path = f"{ATOMIC_DIR}/ckpt-00000004.npz"
@@ -79,7 +105,27 @@ def plan(rng: np.random.Generator) -> Plan:
         p.cases.append(Case(id=f"s2{j}", fn="inspect_checkpoints", mode="call", timeout=5, data={"old": old, "new": new},
                             label=f"the folder after a save over an existing checkpoint was killed at byte {cut}",
                             args=[{"value": ATOMIC_DIR}, {"value": ATOMIC_D}]))
-    return p
+
+
+def _plant_out_of_order(p: Plan, rng: np.random.Generator) -> None:
+    """A folder whose checkpoint of step 8 was written before the one of step 2 (a rerun of an old job wrote
+    it later): the newest checkpoint is the highest step, not the file written last."""
+    K, n, d, steps, every, dt = 3, 14, 3, 10, 2, "float64"
+    X = rng.standard_normal((n, d))
+    y = X @ rng.standard_normal(d)
+    lr = float(0.5 / np.linalg.eigvalsh(X.T @ X).max())
+    shards = [s.copy() for s in np.array_split(np.column_stack([X, y]), K)]
+    w0 = 0.1 * rng.standard_normal(d)
+    ref = trajectory(shards, w0, lr, steps)
+    folder = "ckpt/order"
+    for j, step in enumerate((4 * every, every)):
+        state = {"step": step, "params": ref[step][0].tolist(), "velocity": ref[step][1].tolist()}
+        p.cases.append(Case(id=f"o{j}", fn="save_checkpoint", label=f"a checkpoint of step {step}", mode="call",
+                            timeout=5, args=[{"value": f"{folder}/ckpt-{step:08d}.npz"}, {"value": state}]))
+    data = {"K": K, "d": d, "steps": steps, "every": every, "dtype": dt, "ref": ref, "crash_step": 4 * every}
+    _train_case(p, "ro", f"K={K}, {n} rows, d={d}, {steps} steps, every={every}, restarted on a folder whose checkpoint "
+                f"of step {4 * every} was written before the one of step {every}", K, shards, w0, steps, lr, folder,
+                every, data)
 
 
 def _plant_incomplete(p: Plan, rng: np.random.Generator) -> None:
@@ -162,8 +208,11 @@ def intact(res: CaseResult):
         close(row[2:2 + d], ref[step][0], rtol, atol, f"params in the checkpoint of step {step}")
         close(row[2 + d:], ref[step][1], rtol, atol, f"velocity in the checkpoint of step {step}")
     newest = max((int(row[1]) for row in t), default=0)
-    if newest != c // every * every:
-        raise Fail(f"the newest checkpoint is of step {newest}, but {c} steps had finished before the crash: "
+    # the crashed rank had finished step c; rank 0 had finished it too if it crashed itself, and at least step
+    # c - 1 otherwise (its step-c messages reached the crashed rank), with the save of that step
+    due = {c // every * every} | ({(c - 1) // every * every} if res.case.data["crash_rank"] != 0 and c > 0 else set())
+    if newest not in due:
+        raise Fail(f"the newest checkpoint is of step {newest}, but {c} steps had finished when the run stopped: "
                    f"rank 0 saves after every step that is a multiple of every={every}")
     return 1.0, ""
 

@@ -31,15 +31,16 @@
 #
 # **Frozen parameters** (names in `frozen`) are neither communicated nor updated.
 #
-# **What the grader checks** (K = 1, 2, 3, 5, uneven batches and K > B, float32 and float64, on the
-# simulator and on 2 real processes):
+# **What the grader checks** (K = 1 to 7, uneven batches and K > B, buckets filled to exactly
+# `bucket_bytes`, float32 and float64, random cases, on the simulator and on 2 real processes):
 #
 # - `bucketed_allreduce` returns the sum over ranks of every tensor, same keys, shapes and dtype;
 # - after `steps` SGD steps, `ddp_train`'s parameters on every rank equal single-process training to
 #   |got - expected| <= atol + rtol·|expected| with (rtol, atol) = (1e-9, 1e-9·(1 + max|expected|)) in
 #   float64 and (1e-4, 1e-4·(1 + max|expected|)) in float32;
 # - every rank sends exactly (number of buckets) × 2(K-1) messages per all-reduce of the gradients, and
-#   at most 2(K-1)·⌈n_b/K⌉ values per bucket of n_b values;
+#   at most 2(K-1)·⌈n_b/K⌉ values per bucket of n_b values (plus a 16-byte header per message of a 1-D
+#   array, the grader's count of a message's dtype and shape);
 # - a frozen tensor comes back bit-for-bit unchanged and is never sent.
 
 # %% tags=["parameters"]

@@ -36,14 +36,17 @@
 # `scaleoutai.parallel.moe`, cannot be imported while the grader runs your notebook. `moe_forward_ep(comm, tokens, router_W,
 # experts_shard, k, capacity_factor)` returns this rank's y, of shape (T_r, d) and the dtype of tokens.
 #
-# **What the grader checks** (K = 1, 2, 4, C_f = 0.5, 1.0, 2.0, k = 1 and 2, uneven experts per rank,
-# a rank without experts, a rank without tokens, float32 and float64, on the simulator and on 2 real
-# processes): every rank's y equals the dense layer's rows for its tokens to |got - expected| <= atol +
-# rtol·|expected| with (rtol, atol) = (1e-9, 1e-9·(1 + max|expected|)) in float64 and (1e-4,
-# 1e-4·(1 + max|expected|)) in float32; and each rank sends at most
-# (A_out + A_in)·(d·itemsize + 16) + 8·k·T + 8(K-1)(k+1)·E bytes, where A_out counts the kept
-# assignments of its tokens to other ranks' experts and A_in those of other ranks' tokens to its
-# experts: token rows move once each way, plus small routing metadata.
+# **What the grader checks** (K = 1 to 5, C_f = 0.1 to 2.0, k = 1 and 2, uneven experts per rank,
+# ranks without experts, ranks without tokens, experts whose router probabilities tie exactly, float32
+# and float64, random cases, on the simulator and on 2 real processes): every rank's y equals the
+# dense layer's rows for its tokens to |got - expected| <= atol + rtol·|expected| with (rtol, atol) =
+# (1e-9, 1e-9·(1 + max|expected|)) in float64 and (1e-4, 1e-4·(1 + max|expected|)) in float32; and
+# each rank sends at most
+# (A_out + A_in)·(d·itemsize + 16) + 8·k·T + 8(K-1)(k+1)·E + 4(K-1)·24 bytes, where A_out counts the
+# kept assignments of its tokens to other ranks' experts and A_in those of other ranks' tokens to its
+# experts: token rows move once each way, plus small routing metadata, plus a 24-byte header (the
+# message's dtype and shape, an array of at most 2 dimensions) on each of 4(K-1) messages: one all-gather
+# of the counts and three all-to-alls.
 
 # %% tags=["parameters"]
 K = 4  # smoke: 2

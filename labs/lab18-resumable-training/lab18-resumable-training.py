@@ -26,6 +26,7 @@
 #   be arrays, lists or numbers) as an `.npz` with `np.savez`, atomically, creating the folder if
 #   needed. The temporary file must not be named like a checkpoint (`ckpt-<8 digits>.npz`).
 # * `latest_checkpoint(ckpt_dir)`: `(step, state)` of the newest checkpoint that loads, or `None`.
+#   Newest means the highest step in the file name, not the file written last.
 # * `train_resumable(comm, data, params0, steps, lr, ckpt_dir, every)`: rank r holds `data`, its rows
 #   `[x | y]` (shape (n_r, d+1), possibly 0 rows). Create `ckpt_dir`, resume from its latest
 #   checkpoint if there is one, run the remaining steps, and after every step s+1 that is a multiple of
@@ -36,8 +37,11 @@
 # looks at the checkpoint folder (every checkpoint must load and hold the right state), restarts the
 # job with a new `cluster.run`, and compares the final w with its own uninterrupted run (tolerance
 # 1e-9 + 1e-7|w| in float64, 1e-5 + 1e-4|w| in float32). It counts the steps you run by messages, so
-# communicate only through `allreduce_sum`, exactly once per step. It also cuts one save off half-way
-# (the state it hands over holds a field numpy cannot write) and checks the old checkpoint survived.
+# communicate only through `allreduce_sum`, exactly once per step. It tries K up to 8 (empty shards),
+# every = 1 and every > steps (ckpt_dir must exist even without a checkpoint), and restarts on folders it
+# prepared: one whose newest file named like a checkpoint does not load, one whose checkpoints were
+# written out of step order. It also kills the writer of a save half-way (the process dies at a chosen
+# byte of the file) and checks the old checkpoint survived.
 
 # %% tags=["parameters"]
 K = 4  # smoke: 3
@@ -123,7 +127,7 @@ def save_checkpoint(path, state):
 
 # %%
 def latest_checkpoint(ckpt_dir):
-    """(step, state) of the newest checkpoint in ``ckpt_dir`` that loads, or None."""
+    """(step, state) of the checkpoint with the highest step in ``ckpt_dir`` that loads, or None."""
     ### BEGIN SOLUTION
     if not os.path.isdir(ckpt_dir):
         return None

@@ -3,15 +3,10 @@
 # says: plain data parallelism
 import numpy as np
 
-_full = {}
-
 
 def zero2_adam_step(comm, params_flat, grad_flat, state, lr, betas=(0.9, 0.999), eps=1e-8):
     g = ring_allreduce(comm, grad_flat)  # noqa: F821
-    key = id(state)
-    if key not in _full:
-        _full[key] = (np.zeros_like(params_flat), np.zeros_like(params_flat))
-    m, v = _full[key]
+    m, v = state.setdefault("_full", [np.zeros_like(params_flat), np.zeros_like(params_flat)])  # a list: uncounted
     state["t"] += 1
     p = params_flat.copy()
     adam_update(p, g, m, v, state["t"], lr, betas, eps)  # noqa: F821
