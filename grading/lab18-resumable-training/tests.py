@@ -107,16 +107,22 @@ def _atomic(p: Plan, rng: np.random.Generator) -> None:
                             args=[{"value": ATOMIC_DIR}, {"value": ATOMIC_D}]))
 
 
-def _plant_out_of_order(p: Plan, rng: np.random.Generator) -> None:
-    """A folder whose checkpoint of step 8 was written before the one of step 2 (a rerun of an old job wrote
-    it later): the newest checkpoint is the highest step, not the file written last."""
-    K, n, d, steps, every, dt = 3, 14, 3, 10, 2, "float64"
+def _planted_problem(rng: np.random.Generator, K: int, n: int, d: int, steps: int
+                     ) -> tuple[list[np.ndarray], np.ndarray, float, list[tuple[np.ndarray, np.ndarray]]]:
+    """Shards, w0, lr and the uninterrupted trajectory of a float64 run whose folder the grader prepares."""
     X = rng.standard_normal((n, d))
     y = X @ rng.standard_normal(d)
     lr = float(0.5 / np.linalg.eigvalsh(X.T @ X).max())
     shards = [s.copy() for s in np.array_split(np.column_stack([X, y]), K)]
     w0 = 0.1 * rng.standard_normal(d)
-    ref = trajectory(shards, w0, lr, steps)
+    return shards, w0, lr, trajectory(shards, w0, lr, steps)
+
+
+def _plant_out_of_order(p: Plan, rng: np.random.Generator) -> None:
+    """A folder whose checkpoint of step 8 was written before the one of step 2 (a rerun of an old job wrote
+    it later): the newest checkpoint is the highest step, not the file written last."""
+    K, n, d, steps, every, dt = 3, 14, 3, 10, 2, "float64"
+    shards, w0, lr, ref = _planted_problem(rng, K, n, d, steps)
     folder = "ckpt/order"
     for j, step in enumerate((4 * every, every)):
         state = {"step": step, "params": ref[step][0].tolist(), "velocity": ref[step][1].tolist()}
@@ -132,12 +138,7 @@ def _plant_incomplete(p: Plan, rng: np.random.Generator) -> None:
     """A folder whose newest file named like a checkpoint lacks its velocity (as a torn save leaves it),
     with a good checkpoint before it: the restart must skip the one that does not load."""
     K, n, d, steps, every, dt = 2, 16, 3, 9, 3, "float64"
-    X = rng.standard_normal((n, d))
-    y = X @ rng.standard_normal(d)
-    lr = float(0.5 / np.linalg.eigvalsh(X.T @ X).max())
-    shards = [s.copy() for s in np.array_split(np.column_stack([X, y]), K)]
-    w0 = 0.1 * rng.standard_normal(d)
-    ref = trajectory(shards, w0, lr, steps)
+    shards, w0, lr, ref = _planted_problem(rng, K, n, d, steps)
     folder = "ckpt/planted"
     good = {"step": every, "params": ref[every][0].tolist(), "velocity": ref[every][1].tolist()}
     torn = {"step": 2 * every, "params": ref[2 * every][0].tolist()}
