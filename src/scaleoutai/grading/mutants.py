@@ -8,7 +8,10 @@ cell to the reference solution, so it redefines what the student writes::
     def ring_allreduce(comm, x):
         return x.copy()
 
-An optional ``# says: words`` line names words the feedback of a lost test must contain.
+An optional ``# says: words`` line names words the feedback of a lost test must contain, and an optional
+``# score-at-most: P`` line the highest share of the points (percent) the mutant may keep. Every lab ships
+``pasted_course.py``: the closest function of the library or a chapter, adapted by hand to the lab's
+signature; it keeps at most ``PASTED_SHARE`` percent and its feedback says what the lab asks beyond it.
 A mutant that changes a line or two of the reference says so instead of copying it: a top-level
 ``REPLACE = [("old text", "new text"), ...]`` (each old text must occur exactly once in the solution
 source) is applied to the solution first; any other code in the file is appended as the last cell::
@@ -33,6 +36,10 @@ from pathlib import Path
 from .labs import Lab, assign, solution_notebook
 
 
+PASTED = "pasted_course"  # the mutant every lab ships: the course's closest code, adapted by hand
+PASTED_SHARE = 50.0  # percent of the points it may keep at most
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -41,6 +48,7 @@ class Mutant:
     code: str  # appended as the last cell (may be empty)
     replace: tuple[tuple[str, str], ...] = ()  # edits of the solution source, applied first
     says: str = ""  # words the feedback of a lost test must contain (the mistake named, teaching)
+    score_at_most: float = 100.0  # percent of the points it may keep
 
 
 def _split_replace(text: str, path: Path) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -69,8 +77,13 @@ def load_mutants(lab: Lab) -> list[Mutant]:
             raise ValueError(f"{path}: a mutant starts with '# mutant: <what is wrong>' and '# loses: <test keys>'")
         keys = frozenset(k.strip() for k in loses.group(1).split(",") if k.strip())
         says = re.search(r"^# says: (.+)$", text, re.M)
+        cap = re.search(r"^# score-at-most: ([0-9.]+)$", text, re.M)
+        if path.stem == PASTED and (not says or not cap or float(cap.group(1)) > PASTED_SHARE):
+            raise ValueError(f"{path}: the pasted-course mutant needs '# says: <what the lab asks beyond the course>' "
+                             f"and '# score-at-most: <percent, at most {PASTED_SHARE:g}>'")
         code, replace = _split_replace(text, path)
-        out.append(Mutant(path.stem, why.group(1).strip(), keys, code, replace, says.group(1).strip() if says else ""))
+        out.append(Mutant(path.stem, why.group(1).strip(), keys, code, replace, says.group(1).strip() if says else "",
+                          float(cap.group(1)) if cap else 100.0))
     return out
 
 
@@ -127,6 +140,9 @@ def grade_mutants(lab: Lab, work: Path, jobs: int = 2, timeout: float | None = N
                 bad.append(f"mutant {m.name} ({m.why}) kept all points of {key}")
             elif key not in m.loses and t["score"] < t["max_score"]:
                 bad.append(f"mutant {m.name} lost points of {key}, which it should pass: {t['output'][:300]}")
+        score = results[f"mutant-{m.name}"]["score"]
+        if score > total * m.score_at_most / 100 + 1e-9:
+            bad.append(f"mutant {m.name} scored {score:g} of {total:g}, above its {m.score_at_most:g}%")
         lost = " ".join(got[names[k]]["output"] for k in m.loses if k in names)
         if m.says and m.says not in lost:
             bad.append(f"mutant {m.name}: no lost test's feedback says {m.says!r}")
