@@ -401,6 +401,10 @@ plot_scaling(times, title=f"simulated strong scaling: N={N_EVAL:,}, P={P_EVAL:,}
 #   - Chen, Kornblith, Norouzi and Hinton, "A Simple Framework for Contrastive Learning of Visual
 #     Representations", ICML, 2020. Its in-batch negatives make the loss depend on the global batch, so
 #     data-parallel training has to gather embeddings across workers.
+#   - Zhai, Mustafa, Kolesnikov and Beyer, "Sigmoid Loss for Language Image Pre-Training", ICCV, 2023.
+#     Replaces the softmax over the whole batch by an independent sigmoid term per image-text pair, which
+#     decouples the loss from the global batch $B$ and lets workers compute it in chunks instead of
+#     gathering every embedding.
 # - **Which ceiling binds next?** Compute per accelerator has grown faster than memory capacity and far
 #   faster than interconnect bandwidth, so the binding ceiling keeps moving from compute to memory and
 #   communication. Predicting which one binds for a given model and cluster, before buying either, is an
@@ -411,6 +415,9 @@ plot_scaling(times, title=f"simulated strong scaling: N={N_EVAL:,}, P={P_EVAL:,}
 #   - Sevilla, Heim, Ho, Besiroglu, Hobbhahn and Villalobos, "Compute Trends Across Three Eras of Machine
 #     Learning", IJCNN, 2022. Documents how fast training compute has grown, the pressure that forces
 #     every axis of distribution.
+#   - Erdil and Schneider-Joseph, "Data movement limits to frontier model training", arXiv preprint, 2024.
+#     Models a training run as arithmetic plus data movement within and between chips, and estimates the
+#     scale at which moving bytes, not computing, starts to cap hardware utilisation.
 # - **Distribution without a central coordinator.** The ring and the gossip average of Section 3 need no
 #   server, but they assume every worker is honest, reachable and about as fast as the rest.
 #   Decentralized training that tolerates slow, absent or faulty peers while matching centralized
@@ -421,6 +428,10 @@ plot_scaling(times, title=f"simulated strong scaling: N={N_EVAL:,}, P={P_EVAL:,}
 #   - Dean, Corrado, Monga, Chen, Devin, Le, Mao, Ranzato, Senior, Tucker, Yang and Ng, "Large Scale
 #     Distributed Deep Networks", NeurIPS, 2012. The parameter-server design whose bottlenecks the
 #     collective-based methods of this course were invented to avoid.
+#   - Ryabinin, Dettmers, Diskin and Borzunov, "SWARM Parallelism: Training Large Models Can Be
+#     Surprisingly Communication-Efficient", ICML, 2023. Trains a large transformer on preemptible, poorly
+#     connected GPUs by sending work through randomized pipelines that rebalance when peers slow down or
+#     disappear.
 #
 # ## What's next
 #

@@ -461,6 +461,9 @@ for k_, m, b in zip(K_SWEEP, msgs, nbytes):
 #   - Howard, Malkhi and Spiegelman, "Flexible Paxos: Quorum Intersection Revisited", OPODIS, 2016.
 #     Shows that only the quorums of different phases must intersect, which allows smaller, faster
 #     replication quorums.
+#   - Ryabinin, Gotsman and Sutra, "SwiftPaxos: Fast Geo-Replicated State Machines", NSDI, 2024. Commits a
+#     command in two message delays when replicas agree on its order and in three otherwise, by letting
+#     each replica vote for the order it saw before it follows the leader.
 # - **Failure detection and gray failures.** A timeout cannot tell a dead machine from a slow one, and in
 #   large clusters the common failures are partial: a node that answers heartbeats but corrupts data or
 #   runs at a tenth of its speed. Detecting those reliably, and deciding when to evict, is still largely
@@ -470,6 +473,9 @@ for k_, m, b in zip(K_SWEEP, msgs, nbytes):
 #   - Huang, Guo, Zhang, Li, Tang, Sun, Wang, Chen, Zhou and Zhou, "Gray Failure: The Achilles' Heel of
 #     Cloud-Scale Systems", HotOS, 2017. Names the partial failures that simple detectors miss and why they
 #     dominate incidents in large clouds.
+#   - Lu et al., "Perseus: A Fail-Slow Detection Framework for Cloud Storage Systems", FAST, 2023. Finds
+#     drives that still answer but have become slow, with a light regression of latency against load that
+#     flags outliers drive by drive, over a fleet of about a quarter of a million drives.
 # - **Time and order at scale.** Vector clocks grow with the number of processes, and physical clocks
 #   drift. Ordering events cheaply across thousands of machines, with bounded clock uncertainty, remains
 #   a trade-off between metadata size, hardware support and the guarantees offered.
@@ -477,6 +483,16 @@ for k_, m, b in zip(K_SWEEP, msgs, nbytes):
 #     ACM, 1978. Defines happened-before and logical clocks, the basis of Section 2.
 #   - Corbett et al., "Spanner: Google's Globally-Distributed Database", OSDI, 2012. Bounds clock
 #     uncertainty with TrueTime so that commit order can follow real time across data centres.
+# - **Machines that compute wrongly without failing.** A failure detector assumes a faulty node stops or
+#   slows down; a processor that silently returns wrong results passes every heartbeat and can corrupt a
+#   checkpoint or a gradient sum. How often this happens, how to test for it in production, and how a
+#   distributed job should defend itself (redundant computation, checksums on reductions) are open.
+#   - Dixit et al., "Silent Data Corruptions at Scale", arXiv preprint, 2021. Reports hundreds of CPUs in a
+#     large fleet that produced wrong results without raising any hardware error.
+#   - Wang, Zhang, Wei, Wang, Wu and Luo, "Understanding Silent Data Corruptions in a Large Production CPU
+#     Population", SOSP, 2023. Studies silent corruption across more than a million processors: which
+#     instructions are affected, how reproducible the errors are, and how temperature triggers the rare
+#     ones.
 #
 # ## What's next
 #

@@ -476,6 +476,10 @@ assert np.all(second <= np.array([perf.expected_max_normal(MU, SIGMA, K) for K i
 #   - Culler, Karp, Patterson, Sahay, Schauser, Santos, Subramonian and von Eicken, "LogP: Towards a
 #     Realistic Model of Parallel Computation", PPoPP, 1993. Adds per-message processor overhead and a
 #     gap between messages, two costs the $\alpha$-$\beta$ model folds together.
+#   - Won, Heo, Rashidi, Sridharan, Srinivasan and Krishna, "ASTRA-sim2.0: Modeling Hierarchical Networks
+#     and Disaggregated Systems for Large-model Training at Scale", arXiv preprint, 2023. A simulator that
+#     composes one analytical network model per level of the hierarchy, so a collective can be timed on a
+#     multi-level topology without a packet-level simulation.
 # - **Taming the tail.** Section 4 showed that a synchronous step pays for the slowest of $K$ workers.
 #   Backup workers, bounded staleness and dropping late gradients trade statistical efficiency for time,
 #   and how to choose among them for a given noise distribution and model has no general answer.
@@ -483,6 +487,9 @@ assert np.all(second <= np.array([perf.expected_max_normal(MU, SIGMA, K) for K i
 #     dominate at scale, and the hedging and backup-request techniques that hide them.
 #   - Chen, Pan, Monga, Bengio and Jozefowicz, "Revisiting Distributed Synchronous SGD", ICLR Workshop
 #     Track, 2016. Synchronous SGD with backup workers: drop the slowest few gradients each step.
+#   - Lin et al., "Understanding Stragglers in Large Model Training Using What-if Analysis", OSDI, 2025.
+#     Replays five months of production LLM-training traces with the stragglers removed, to measure what
+#     slow workers cost and to trace their causes, which are often not faulty hardware.
 # - **Laws for whole systems, not single kernels.** Amdahl's and Gustafson's laws each describe one
 #   fixed split between serial and parallel work. In training, the "serial" part (communication,
 #   input pipeline, optimizer step) itself grows with $K$ and with the model, and predicting end-to-end
@@ -491,6 +498,10 @@ assert np.all(second <= np.array([perf.expected_max_normal(MU, SIGMA, K) for K i
 #     Capabilities", AFIPS Spring Joint Computer Conference, 1967. The fixed-size speedup bound.
 #   - Gustafson, "Reevaluating Amdahl's Law", Communications of the ACM, 1988. Scaled speedup: grow the
 #     problem with the machine and the serial fraction shrinks.
+#   - Isaev, McDonald, Dennison and Vuduc, "Calculon: a Methodology and Tool for High-Level Codesign of
+#     Systems and Large Language Models", SC, 2023. An analytical model of transformer training time over
+#     compute, memory, network and the choice of parallel strategy, used to search system designs before
+#     building them.
 # - **Rooflines for distributed and memory-hierarchical kernels.** The roofline bounds one kernel by peak
 #   compute and one memory bandwidth. Extending it to several memory levels, to the network as one more
 #   "roof", and to operators whose arithmetic intensity changes with how they are sharded is active work,

@@ -781,6 +781,10 @@ assert eval_rows["ring"][1] == floor and min(b for _, b, _, _ in eval_rows.value
 #   - Cai, Liu, Maleki, Musuvathi, Mytkowicz, Nelson and Saarikivi, "Synthesizing Optimal Collective
 #     Algorithms", PPoPP, 2021. Generates latency- and bandwidth-optimal collective schedules for a given
 #     topology with an SMT solver.
+#   - Shah et al., "TACCL: Guiding Collective Algorithm Synthesis using Communication Sketches", NSDI,
+#     2023. A designer sketches the logical topology and an integer program fills in routing and ordering,
+#     which scales synthesis beyond one node and beats the fixed rings and trees of NCCL on multi-node
+#     clusters.
 # - **Bandwidth-optimal all-reduce with fewer rounds.** The ring sends the minimum number of bytes but
 #   pays $2(K-1)$ latencies; trees and recursive doubling pay few latencies but move more. Algorithms
 #   that are close to optimal in both terms for every $K$, including non-powers of two, are still being
@@ -789,6 +793,9 @@ assert eval_rows["ring"][1] == floor and min(b for _, b, _, _ in eval_rows.value
 #     of Parallel and Distributed Computing, 2009. Proves the bandwidth lower bound that the ring meets.
 #   - Sanders, Speck and Traff, "Two-Tree Algorithms for Full Bandwidth Broadcast, Reduction and Scan",
 #     Parallel Computing, 2009. Two complementary trees that reach full bandwidth with logarithmic depth.
+#   - De Sensi, Bonato, Saam and Hoefler, "Swing: Short-cutting Rings for Higher Bandwidth Allreduce",
+#     NSDI, 2024. An all-reduce for torus networks that alternates directions so that partners stay few
+#     hops apart, keeping a logarithmic number of steps without wasting link bandwidth.
 # - **Sending fewer bytes.** When the network is the ceiling, compressing what the collectives carry
 #   (quantized or sparsified gradients) cuts time but changes the arithmetic: compressed values do not
 #   always sum, and error feedback is needed for convergence. Making compression compose with
@@ -797,6 +804,10 @@ assert eval_rows["ring"][1] == floor and min(b for _, b, _, _ in eval_rows.value
 #     Quantization and Encoding", NeurIPS, 2017. Quantized gradients with convergence guarantees.
 #   - Vogels, Karimireddy and Jaggi, "PowerSGD: Practical Low-Rank Gradient Compression for Distributed
 #     Optimization", NeurIPS, 2019. A low-rank compression that stays compatible with all-reduce.
+#   - Li, Ben Basat, Vargaftik, Lao, Xu, Mitzenmacher and Yu, "THC: Accelerating Distributed Deep Learning
+#     Using Tensor Homomorphic Compression", arXiv preprint, 2023. A quantizer whose compressed values can
+#     be summed as they are, so the aggregator, even a programmable switch, adds gradients without
+#     decompressing them.
 #
 # ## What's next
 #

@@ -523,6 +523,10 @@ print("checklist: parameters, hash, seeded rerun, versions, baseline, correctnes
 #   - Mytkowicz, Diwan, Hauswirth and Sweeney, "Producing Wrong Data Without Doing Anything Obviously
 #     Wrong!", ASPLOS, 2009. Shows that the link order or the size of the environment can swing a
 #     measurement more than the effect being studied.
+#   - Henning, Vogel, Perez-Wohlfeil, Ertl and Rabiser, "When Should I Run My Application Benchmark?:
+#     Studying Cloud Performance Variability for the Case of Stream Processing Applications", FSE
+#     Companion, 2025. Repeats one distributed benchmark for months across cloud regions and finds
+#     run-to-run variation smaller than folklore holds, but with daily and weekly patterns.
 # - **Time to quality, not throughput.** A larger $K$ buys throughput, but larger global batches may need
 #   more steps to reach the same accuracy, so samples per second can rise while time to a target falls
 #   behind. Benchmarks that measure the end-to-end time to a quality target, fairly across very different
@@ -531,6 +535,9 @@ print("checklist: parameters, hash, seeded rerun, versions, baseline, correctnes
 #     and the rules that keep submissions comparable.
 #   - Coleman et al., "DAWNBench: An End-to-End Deep Learning Benchmark and Competition", NeurIPS ML
 #     Systems Workshop, 2017. The first benchmark to rank systems by time and cost to a target accuracy.
+#   - Dahl et al., "Benchmarking Neural Network Training Algorithms", arXiv preprint, 2023. AlgoPerf: time
+#     to a validation target on fixed hardware over several workloads, with tuning budgets and held-out
+#     workload variants that keep comparisons of training algorithms fair.
 # - **Reproducibility across scales.** A distributed run adds in a different order from a single machine,
 #   so bitwise reproduction across $K$ is rarely possible. What a run must record to be repeatable, and
 #   which differences are within tolerance, is still being worked out by venues and tools.
@@ -539,6 +546,10 @@ print("checklist: parameters, hash, seeded rerun, versions, baseline, correctnes
 #     policy of a large venue, and what they changed.
 #   - Zaharia et al., "Accelerating the Machine Learning Lifecycle with MLflow", IEEE Data Engineering
 #     Bulletin, 2018. The tracking design this chapter uses to keep every measured run queryable.
+#   - Yuan et al., "Understanding and Mitigating Numerical Sources of Nondeterminism in LLM Inference",
+#     NeurIPS, 2025. Shows that the batch size, the GPU count and the GPU type change a model's outputs and
+#     its benchmark accuracy through floating-point reduction order alone, and that fp32 arithmetic largely
+#     removes the effect.
 #
 # ## What's next
 #

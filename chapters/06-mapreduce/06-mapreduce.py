@@ -395,6 +395,9 @@ assert table[-1]["speedup"] > 1.0
 #   joins in particular.
 #   - Kwon, Balazinska, Howe and Rolia, "SkewTune: Mitigating Skew in MapReduce Applications", SIGMOD,
 #     2012. Repartitions the remaining input of a straggling task while the job runs.
+#   - Song et al., "Bala-Join: An Adaptive Hash Join for Balancing Communication and Computation in
+#     Geo-Distributed SQL Databases", arXiv preprint, 2026. Detects skewed join keys while the join runs
+#     and spreads their rows by partial replication instead of sending each hot key to a single node.
 # - **Shuffles at the speed of the network.** The shuffle moves almost all mapped data once, through
 #   disks in the original design. Keeping it in memory, pushing it across fast networks, and resuming it
 #   after a failure without recomputing everything are the design points of the systems that followed.
@@ -402,6 +405,19 @@ assert table[-1]["speedup"] > 1.0
 #     Computing", NSDI, 2012. In-memory datasets with lineage, the basis of Spark (Chapter 7).
 #   - Moritz et al., "Ray: A Distributed Framework for Emerging AI Applications", OSDI, 2018. The task and
 #     actor runtime under Ray Data, the library of Section 5.
+#   - Luan et al., "Exoshuffle: An Extensible Shuffle Architecture", SIGCOMM, 2023. Builds the shuffle as a
+#     library over the distributed futures of Ray rather than inside a batch engine, and still matches
+#     dedicated shuffle systems at scale.
+# - **Heterogeneous pipelines for learning.** MapReduce assumes every task needs the same resources; a
+#   pipeline that feeds accelerators mixes CPU-bound decoding with GPU-bound inference or training, and its
+#   slowest stage sets the pace. Scheduling such pipelines elastically, and recovering them after a failure
+#   without rerunning the whole job, is open.
+#   - Murray, Simsa, Klimovic and Indyk, "tf.data: A Machine Learning Data Processing Framework", VLDB,
+#     2021. Input pipelines as composable dataflow operators, and a fleet-wide study of how much of a
+#     training job's resources they consume.
+#   - Luan et al., "The Streaming Batch Model for Efficient and Fault-Tolerant Heterogeneous Execution",
+#     arXiv preprint, 2025. The execution model of Ray Data: partitions are created and streamed between
+#     CPU and GPU operators, while lineage still allows recovery as in batch processing.
 #
 # ## What's next
 #

@@ -397,11 +397,20 @@ assert table[-1]["speedup"] > 1.0
 #     API and the Catalyst optimizer behind the plans of Section 5.
 #   - Deshpande, Ives and Raman, "Adaptive Query Processing", Foundations and Trends in Databases, 2007.
 #     A survey of plans that change while they run.
+#   - Zhu et al., "Lero: A Learning-to-Rank Query Optimizer", VLDB, 2023. Learns to rank candidate plans in
+#     pairs instead of predicting their cost, on top of the native optimizer, and keeps improving as the
+#     workload runs.
 # - **Vectorised execution on lakes of files.** Engines now run each operator over column batches in
 #   native code; how far that closes the gap to a hand-written kernel, and how to keep it when a Python
 #   function sits in the plan, is still measured system by system.
 #   - Behm et al., "Photon: A Fast Query Engine for Lakehouse Systems", SIGMOD, 2022. A vectorised C++
 #     engine under the Spark API.
+#   - Lamb et al., "Apache Arrow DataFusion: A Fast, Embeddable, Modular Analytic Query Engine", SIGMOD
+#     (Companion), 2024. A vectorised engine over Arrow columns, built to be embedded and extended, and
+#     competitive with DuckDB on one machine.
+#   - Pedreira et al., "The Composable Data Management System Manifesto", VLDB, 2023. Argues for building
+#     engines from shared components (execution library, memory format, plan representation) instead of
+#     monoliths, and lists what remains to be standardised.
 #
 # ## What's next
 #

@@ -397,15 +397,25 @@ shutil.rmtree(workdir)
 #   small random samples many times. Which layout, chunk size and caching serve both is open.
 #   - Ghemawat, Gobioff and Leung, "The Google File System", SOSP, 2003. Large chunks, replicas on
 #     different racks, a single master for metadata.
+#   - An et al., "Fire-Flyer AI-HPC: A Cost-Effective Software-Hardware Co-Design for Deep Learning", SC,
+#     2024. A 10,000-GPU training cluster whose distributed file system, 3FS, serves training data and
+#     checkpoints over the same network that carries the computation.
 # - **Data stalls.** Accelerators get faster than storage and preprocessing; knowing when a job is
 #   input-bound and sharing cached and preprocessed data between jobs and epochs are active topics.
 #   - Mohan, Phanishayee, Raniwala and Chidambaram, "Analyzing and Mitigating Data Stalls in DNN
 #     Training", VLDB, 2021. Measures stalls and proposes coordinated caching and preprocessing.
+#   - Audibert, Chen, Graur, Klimovic, Simsa and Thekkath, "tf.data service: A Case for Disaggregating ML
+#     Input Data Processing", SoCC, 2023. Moves preprocessing onto separate CPU workers that scale with the
+#     job, shares preprocessed data between jobs, and coordinates reads so that workers get batches of
+#     similar size.
 # - **Randomness versus locality.** Full shuffles give the statistics SGD expects but random reads;
 #   shard-level shuffles read sequentially but correlate a batch. How much shuffling convergence really
 #   needs is not settled.
 #   - Meng, Chen, Wang, Ma and Liu, "Convergence Analysis of Distributed Stochastic Gradient Descent with
 #     Shuffling", Neurocomputing, 2019. Bounds for SGD with partial, per-worker shuffling.
+#   - Cooper et al., "Coordinating Distributed Example Orders for Provably Accelerated Training", NeurIPS,
+#     2023. Orders each worker's examples from stale gradients instead of shuffling at random, and proves
+#     faster convergence than random reshuffling across $K$ workers.
 #
 # ## What's next
 #

@@ -477,14 +477,26 @@ assert table[1]["speedup"] > 1.0
 #     of keyed state.
 #   - Zaharia, Das, Li, Hunter, Shenker and Stoica, "Discretized Streams: Fault-Tolerant Streaming
 #     Computation at Scale", SOSP, 2013. Micro-batches as small deterministic jobs, recovered by lineage.
+#   - Siachamis, Psarakis, Fragkoulis, van Deursen, Carbone and Katsifodimos, "CheckMate: Evaluating
+#     Checkpointing Protocols for Streaming Dataflows", arXiv preprint, 2024. Implements coordinated,
+#     uncoordinated and communication-induced checkpoints in one system and finds the uncoordinated
+#     protocol ahead when the keys are skewed.
 # - **One engine for batch and streams.** Treating a stream as an unbounded table lets the same query
 #   run on both, but incremental execution of arbitrary queries, and its guarantees, remain research.
 #   - Armbrust et al., "Structured Streaming: A Declarative API for Real-Time Applications in Apache
 #     Spark", SIGMOD, 2018. The engine of Section 5 and its incremental query model.
+#   - Psarakis, Christodoulou, Siachamis, Fragkoulis and Katsifodimos, "Styx: Transactional Stateful
+#     Functions on Streaming Dataflows", SIGMOD, 2025. Runs serializable multi-partition transactions with
+#     exactly-once guarantees on a streaming dataflow engine, widening the one engine from batch and
+#     streams to transactional applications.
 # - **Learning while the data drifts.** Online learners must forget at the rate the world changes;
 #   detecting drift, adapting step sizes and doing so across many workers with stale gradients is open.
 #   - Gama, Žliobaitė, Bifet, Pechenizkiy and Bouchachia, "A Survey on Concept Drift Adaptation", ACM
 #     Computing Surveys, 2014. Kinds of drift and the families of adaptive learners.
+#   - Sulaiman, Farmanbar, Kagami, Belbachir and Rong, "Online deep learning's role in conquering the
+#     challenges of streaming data: a survey", Knowledge and Information Systems, 2025. Surveys online deep
+#     learning under concept drift, catastrophic forgetting and skewed labels, the problems a streaming
+#     learner meets together.
 #
 # ## What's next
 #

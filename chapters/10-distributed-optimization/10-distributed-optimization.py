@@ -459,6 +459,9 @@ assert times["local H=4"][KS[-1]] < times["sync"][KS[-1]]
 #     the number of rounds it saves.
 #   - Lin, Stich, Patel and Jaggi, "Don't Use Large Mini-Batches, Use Local SGD", ICLR, 2020. Post-local
 #     SGD and generalisation.
+#   - Gu, Lyu, Arora, Zhang and Huang, "A Quadratic Synchronization Rule for Distributed Deep Learning",
+#     ICLR, 2024. Grows the number of local steps $H$ as the learning rate decays, in proportion to
+#     $1/\eta^2$, which both cuts communication and improves test accuracy.
 # - **Which compressor, with which feedback?** Error feedback fixes biased compressors such as top-k and
 #   sign; its interaction with momentum, Adam and all-reduce-compatible (linear) compressors, and the
 #   bytes it really saves end to end on fast networks, remain active questions.
@@ -469,6 +472,17 @@ assert times["local H=4"][KS[-1]] < times["sync"][KS[-1]]
 #   - Vogels, Karimireddy and Jaggi, "PowerSGD: Practical Low-Rank Gradient Compression for Distributed
 #     Optimization", NeurIPS, 2019. A linear compressor that stays an all-reduce; the algorithm of the
 #     torch hook in Section 5.
+# - **Low-communication training of large models.** Adam-based pre-training resists both tools above: its
+#   non-linear update slows convergence when gradients are compressed to a few bits or when workers take
+#   many local steps. Methods that synchronise once per hundreds of steps, or in a few bits, across poorly
+#   connected clusters, and still match synchronous training at scale, are an active topic.
+#   - Douillard et al., "DiLoCo: Distributed Low-Communication Training of Language Models", arXiv
+#     preprint, 2023. Runs AdamW locally for hundreds of steps on each worker and applies the averaged
+#     parameter change with an outer Nesterov step, matching synchronous training of language models while
+#     communicating about 500 times less.
+#   - Lu, Li, Zhang, De Sa and He, "Maximizing Communication Efficiency for Large-scale Training via 0/1
+#     Adam", ICLR, 2023. Freezes Adam's variance and linearises its step so that 1-bit compression and
+#     skipped rounds can be combined in Adam-based pre-training.
 #
 # ## What's next
 #

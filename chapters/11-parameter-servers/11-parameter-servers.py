@@ -397,6 +397,11 @@ plt.show()
 #     Stale Synchronous Parallel Parameter Server", NeurIPS, 2013. The SSP model and its bound.
 #   - Dean et al., "Large Scale Distributed Deep Networks", NeurIPS, 2012. DistBelief: asynchronous
 #     SGD (Downpour) against sharded parameter servers.
+#   - Tyurin, "Tight Time Complexities in Parallel Stochastic Optimization with Arbitrary Computation
+#     Dynamics", arXiv preprint, 2024. Lower bounds on wall-clock time for synchronous and asynchronous SGD
+#     when worker speeds vary arbitrarily, matched by Rennala SGD, which steps after a fixed number of
+#     fresh gradients from whichever workers finish first instead of waiting for all $K$ or applying stale
+#     ones.
 # - **Parameter servers as systems.** Key ranges, vector clocks, replication and elastic membership at
 #   the scale of thousands of machines; how much of that design survives when all-reduce is fast.
 #   - Li, Andersen, Park, Smola, Ahmed, Josifovski, Long, Shekita and Su, "Scaling Distributed Machine
@@ -408,6 +413,12 @@ plt.show()
 #   sharding by row, by column or by table across GPUs remain open engineering and research questions.
 #   - Mudigere et al., "Software-Hardware Co-design for Fast and Scalable Training of Deep Learning
 #     Recommendation Models", ISCA, 2022.
+#   - Agarwal, Yan, Zhang and Venkataraman, "Bagpipe: Accelerating Deep Recommendation Model Training",
+#     SOSP, 2023. Looks ahead at future batches to prefetch and cache the few hot embedding rows,
+#     overlapping remote lookups with computation while keeping synchronous semantics.
+#   - Luo et al., "Disaggregated Multi-Tower: Topology-aware Modeling Technique for Efficient Large Scale
+#     Recommendation", MLSys, 2024. Splits the global embedding lookup into towers placed to match the
+#     data-centre hierarchy, cutting cross-host all-to-all traffic without losing accuracy.
 #
 # ## What's next
 #

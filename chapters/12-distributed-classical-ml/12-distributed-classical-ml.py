@@ -503,6 +503,19 @@ if all(full for _, full in by_n.values()):
 #     models on Spark (Chapter 7), normal equations for small d and L-BFGS for large d.
 #   - Pilanci and Wainwright, "Iterative Hessian Sketch: Fast and Accurate Solution Approximation for
 #     Constrained Least-Squares", JMLR, 2016. Random projections of X that shrink what must be sent.
+#   - Murray et al., "Randomized Numerical Linear Algebra: A Perspective on the Field With an Eye to
+#     Software", arXiv preprint, 2023. A monograph on sketching for least squares and low-rank
+#     approximation that proposes RandBLAS and RandLAPACK as standard libraries.
+# - **Kernel machines at scale.** A kernel model over $N$ examples needs an $N \times N$ matrix that no
+#   single machine holds; Nyström sketches, preconditioned iterative solvers and models whose number of
+#   centres is decoupled from $N$ make it tractable, but distributing them with little communication is
+#   still being worked out.
+#   - Frangella, Tropp and Udell, "Randomized Nyström Preconditioning", SIAM Journal on Matrix Analysis and
+#     Applications, 2023. A low-rank Nyström approximation used as a preconditioner for conjugate
+#     gradients, with a condition number that stays bounded once the rank exceeds the effective dimension.
+#   - Abedsoltan, Belkin and Pandit, "Toward Large Kernel Models", ICML, 2023. EigenPro 3.0: projected,
+#     preconditioned SGD for kernel models whose number of centres is chosen independently of $N$, trained
+#     on several GPUs.
 #
 # ## What's next
 #

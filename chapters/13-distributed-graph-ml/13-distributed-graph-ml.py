@@ -556,6 +556,9 @@ print(f"2 processes: equal to the power iteration ({time.perf_counter() - t0:.1f
 #   lose determinism for others; when asynchrony pays is still argued case by case.
 #   - Malewicz et al., "Pregel: A System for Large-Scale Graph Processing", SIGMOD, 2010. Supersteps,
 #     combiners, vote to halt and checkpoint-based recovery.
+#   - Shao et al., "Distributed Graph Neural Network Training: A Survey", ACM Computing Surveys, 2024.
+#     Classifies distributed GNN systems by partitioning, batch generation, execution model and synchronous
+#     or asynchronous communication protocol.
 # - **Scaling GNN training.** Neighbour explosion forces sampling, and sampling over a partitioned graph
 #   turns every mini-batch into remote feature fetches. Bounding the variance of sampled estimators while
 #   cutting that traffic (caching, partition-aware sampling, historical embeddings) is an active area.
@@ -563,12 +566,18 @@ print(f"2 processes: equal to the power iteration ({time.perf_counter() - t0:.1f
 #     GraphSAGE: fixed fan-out sampling and aggregators.
 #   - Zheng et al., "DistDGL: Distributed Graph Neural Network Training for Billion-Scale Graphs",
 #     IA3 workshop at SC, 2020. METIS partitions, distributed samplers and a feature store.
+#   - Liu et al., "BGL: GPU-Efficient GNN Training by Optimizing Graph Data I/O and Preprocessing", NSDI,
+#     2023. Caches hot features on the GPU, orders sampling to raise the hit rate, and partitions the graph
+#     to cut cross-partition sampling traffic.
 # - **Full-graph training without sampling.** Some systems skip sampling and pipeline the exchange of
 #   boundary-vertex embeddings between partitions; how stale those embeddings may be without hurting
 #   accuracy is an open question, much like the staleness of Chapter 10.
 #   - Wan, Li, Wolfe, Kyrillidis, Kim and Lin, "PipeGCN: Efficient Full-Graph Training of Graph
 #     Convolutional Networks with Pipelined Feature Communication", ICLR, 2022. Stale boundary features
 #     hide the exchange behind compute, with a convergence bound.
+#   - Wan, Zhao and Wu, "Adaptive Message Quantization and Parallelization for Distributed Full-graph GNN
+#     Training", MLSys, 2023. AdaQP quantizes boundary embeddings and their gradients to a bit width chosen
+#     per message, and overlaps their exchange with the computation on interior vertices.
 #
 # ## What's next
 #

@@ -566,12 +566,29 @@ assert table[-1]["speedup"] > 1.0
 #     Privacy", CCS, 2016. DP-SGD with per-example clipping and the moments accountant.
 #   - Mironov, Talwar and Zhang, "Renyi Differential Privacy of the Sampled Gaussian Mechanism", arXiv
 #     preprint, 2019. The RDP bound the accountant of Section 4 computes.
+#   - Steinke, Nasr and Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS, 2023. Inserts
+#     many canary examples independently and obtains, from a single training run, an empirical lower bound
+#     on the privacy loss of DP-SGD, central or federated.
 # - **Secure aggregation at scale.** Pairwise masks cost every client work proportional to the number
 #   of clients, and dropout recovery needs rounds of its own. Protocols with fewer rounds and
 #   logarithmic neighbourhoods, and combining them with differential privacy, are current work.
 #   - Bonawitz, Ivanov, Kreuter, Marcedone, McMahan, Patel, Ramage, Segal and Seth, "Practical Secure
 #     Aggregation for Privacy-Preserving Machine Learning", CCS, 2017. Pairwise masks, secret-shared
 #     keys and double masking for dropout.
+#   - Ma, Woods, Angel, Polychroniadou and Rabin, "Flamingo: Multi-Round Single-Server Secure Aggregation
+#     with Applications to Private Federated Learning", IEEE S&P, 2023. Reuses pairwise secrets across
+#     training rounds and adds a light dropout-recovery step, cutting the rounds of interaction per sum.
+# - **Federated fine-tuning of large language models.** Clients can neither hold nor send a model of
+#   billions of parameters, so federated LLM training exchanges only small adapters (low-rank or other
+#   parameter-efficient updates). How adapters of different ranks aggregate, how non-IID instruction data
+#   biases the result, and what the adapters leak are open.
+#   - Ye et al., "OpenFedLLM: Training Large Language Models on Decentralized Private Data via Federated
+#     Learning", KDD, 2024. Federated instruction tuning and value alignment with seven FL algorithms over
+#     parameter-efficient adapters, with benchmarks where the federated model beats every client training
+#     alone.
+#   - Kuang et al., "FederatedScope-LLM: A Comprehensive Package for Fine-tuning Large Language Models in
+#     Federated Learning", KDD, 2024. A package and benchmark for federated parameter-efficient fine-tuning
+#     that accounts for the communication and computation each client can afford.
 #
 # ## What's next
 #

@@ -679,6 +679,20 @@ else:
 #     fp32 master copy and loss scaling, the recipe of Section 4.
 #   - Micikevicius et al., "FP8 Formats for Deep Learning", arXiv technical report, 2022. The E4M3 and
 #     E5M2 formats and the scaling they need.
+#   - Peng et al., "FP8-LM: Training FP8 Large Language Models", arXiv preprint, 2023. Extends 8-bit
+#     formats from the matrix multiplies to gradients, optimizer states and the gradient all-reduce, with
+#     scaling that keeps training stable.
+# - **Sharding the replicas.** Plain data parallelism keeps $K$ full copies of the $\Psi$ parameters, their
+#   gradients and the optimizer state; sharding them across the replicas (ZeRO, FSDP) divides that memory
+#   by $K$ but turns the one all-reduce into an all-gather before each layer and a reduce-scatter after it.
+#   Overlapping those collectives with compute, and shrinking them on slow links, without giving back the
+#   memory saved, is current work.
+#   - Zhao et al., "PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel", VLDB, 2023. The
+#     design of fully sharded data parallelism in PyTorch: flat parameter units gathered just in time,
+#     prefetching, and how it works with the caching allocator.
+#   - Wang et al., "ZeRO++: Extremely Efficient Collective Communication for Large Model Training", ICLR,
+#     2024. Quantizes the weight all-gather and the gradient exchange and keeps a secondary shard inside
+#     each node, cutting the cross-node traffic of ZeRO about four times.
 #
 # ## What's next
 #

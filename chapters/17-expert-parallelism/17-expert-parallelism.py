@@ -547,6 +547,9 @@ plt.show()
 #   - Lewis, Bhosale, Dettmers, Goyal and Zettlemoyer, "BASE Layers: Simplifying Training of Large,
 #     Sparse Models", ICML, 2021. Routes by solving a balanced linear assignment of tokens to experts,
 #     removing the auxiliary loss and the capacity factor.
+#   - DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv preprint, 2024. Balances expert load with a
+#     per-expert bias that is nudged between steps and only shifts the top-$k$ choice, so no auxiliary
+#     loss term competes with the language-modelling objective.
 # - **Fixed shapes versus dynamic loads.** Capacity factors exist because accelerators and collectives
 #   want static shapes; padding wastes compute and a small $C_f$ drops tokens. Kernels and collectives
 #   that handle variable loads per expert efficiently change what $C_f$ should be, or remove it.
@@ -565,6 +568,9 @@ plt.show()
 #   - He et al., "FasterMoE: Modeling and Optimizing Training of Large-Scale Dynamic Pre-Trained
 #     Models", PPoPP, 2022. A performance model of MoE training, replication of hot experts ("shadowing")
 #     and a topology-aware gate that reduces cross-node traffic.
+#   - Li, Jiang, Zhu, Wang and Xu, "Accelerating Distributed MoE Training and Inference with Lina", USENIX
+#     ATC, 2023. Lets the All-to-All pre-empt concurrent all-reduce traffic during training and, at
+#     inference, gives popular experts more devices so the exchange stays balanced under skew.
 # - **Scaling and stability of sparse models.** Sparse models reach a given quality with fewer FLOPs
 #   per token, but they are harder to train stably, to fine-tune, and to compare with dense models at
 #   equal cost; how their scaling behaviour depends on $E$, $k$ and the parallel layout is still mapped
@@ -575,6 +581,12 @@ plt.show()
 #   - Fedus, Zoph and Shazeer, "Switch Transformers: Scaling to Trillion Parameter Models with Simple and
 #     Efficient Sparsity", JMLR, 2022. Top-1 routing, the $E \sum_i f_i p_i$ balancing loss of Section 2,
 #     and the precision and initialisation choices that keep large sparse models stable.
+#   - Krajewski et al., "Scaling Laws for Fine-Grained Mixture of Experts", ICML, 2024. Adds expert size
+#     (granularity) to the scaling law and finds that experts as wide as the dense feed-forward layer are
+#     almost never the compute-optimal choice.
+#   - Dai et al., "DeepSeekMoE: Towards Ultimate Expert Specialization in Mixture-of-Experts Language
+#     Models", ACL, 2024. Many small routed experts plus a few always-active shared experts, reaching the
+#     quality of larger GShard and dense models with a fraction of their compute.
 #
 # ## What's next
 #

@@ -632,6 +632,9 @@ assert all(c > 0 for c in per_million.values())
 #   - Munos, Stepleton, Harutyunyan and Bellemare, "Safe and Efficient Off-Policy Reinforcement
 #     Learning", NeurIPS, 2016. Retrace: truncated traces with convergence guarantees for any behaviour
 #     policy, the analysis V-trace builds on.
+#   - Noukhovitch, Huang, Xhonneux, Hosseini, Agarwal and Courville, "Asynchronous RLHF: Faster and More
+#     Efficient Off-Policy RL for Language Models", ICLR, 2025. Separates generation from learning for
+#     language-model RL and measures how much policy lag each objective tolerates before quality drops.
 # - **Where the data comes from: replay and prioritisation at scale.** Distributed replay lets many
 #   actors feed one learner from a shared buffer, but which experience to replay, how stale it may be,
 #   and how to keep the buffer from becoming the bottleneck are still tuned by hand.
@@ -648,6 +651,12 @@ assert all(c > 0 for c in per_million.values())
 #   - Espeholt, Marinier, Stanczyk, Wang and Michalski, "SEED RL: Scalable and Efficient Deep-RL with
 #     Accelerated Central Inference", ICLR, 2020. Moves inference from the actors to the learner's
 #     accelerator, so actors only step environments.
+#   - Sheng et al., "HybridFlow: A Flexible and Efficient RLHF Framework", EuroSys, 2025. One controller
+#     drives the RL dataflow while each model runs as a multi-GPU worker group, and the actor's weights are
+#     resharded between its training and its generation layout.
+#   - Fu et al., "AReaL: A Large-Scale Asynchronous Reinforcement Learning System for Language Reasoning",
+#     NeurIPS, 2025. Rollout workers never wait for the trainer; a staleness bound and a modified PPO
+#     objective keep learning stable on the resulting off-policy samples.
 #
 # ## What's next
 #

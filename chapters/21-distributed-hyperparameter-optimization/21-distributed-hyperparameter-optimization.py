@@ -517,6 +517,12 @@ for name in ("successive halving", "ASHA"):
 #   - Domhan, Springenberg and Hutter, "Speeding up Automatic Hyperparameter Optimization of Deep Neural
 #     Networks by Extrapolation of Learning Curves", IJCAI, 2015. Extrapolates partial learning curves
 #     with a probabilistic model to stop runs that will not beat the best so far.
+#   - Adriaensen, Rakotoarison, Müller and Hutter, "Efficient Bayesian Learning Curve Extrapolation using
+#     Prior-Data Fitted Networks", NeurIPS, 2023. A transformer pretrained on synthetic curves returns the
+#     posterior of a run's final score in one forward pass, cheap enough to drive early stopping.
+#   - Kadra, Janowski, Wistuba and Grabocka, "Scaling Laws for Hyperparameter Optimization", NeurIPS,
+#     2023. An ensemble of networks constrained to power-law learning curves decides which configurations
+#     to pause and which to train further.
 # - **Asynchronous promotion at massive parallelism.** ASHA removes the rung barrier by promoting on
 #   partial information, so some promotions are wrong and the first trials to reach a rung face little
 #   competition. How many wrong promotions a given $K$ causes, and how to bound the extra work as $K$
@@ -536,6 +542,9 @@ for name in ("successive halving", "ASHA"):
 #   - Snoek, Larochelle and Adams, "Practical Bayesian Optimization of Machine Learning Algorithms",
 #     NeurIPS, 2012. Gaussian-process Bayesian optimization for ML hyperparameters, including a
 #     Monte Carlo acquisition for proposing configurations while others are still running.
+#   - Bischl et al., "Hyperparameter optimization: Foundations, algorithms, best practices, and open
+#     challenges", WIREs Data Mining and Knowledge Discovery, 2023. A review of Bayesian optimization,
+#     Hyperband and racing, with advice on evaluation protocol and on running the search in parallel.
 # - **Tuning schedules, not constants.** PBT finds a hyperparameter *schedule* in one population's
 #   compute, but the result depends on the population size, the exploit quantile and the perturbation,
 #   and a run is hard to reproduce because it depends on the order of results. When PBT beats a fixed

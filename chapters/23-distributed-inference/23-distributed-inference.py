@@ -317,9 +317,20 @@ assert need["power_of_two"] <= need["random"]
 #     OSDI, 2020. Predictable latency by controlling every source of variance.
 #   - Li et al., "AlpaServe: Statistical Multiplexing with Model Parallelism for Deep Learning Serving",
 #     OSDI, 2023. Model parallelism used to absorb bursts, not only to fit models.
+#   - Sheng et al., "S-LoRA: Serving Thousands of Concurrent LoRA Adapters", arXiv preprint, 2023. One base
+#     model on the GPU, thousands of fine-tuned adapters paged in from host memory and batched together.
 # - **Disaggregating inference.** Splitting prefill and decode, or attention and MLP, onto different
 #   machines changes what a replica is; the right split depends on the load (Chapter 24).
 #   - Patel et al., "Splitwise: Efficient Generative LLM Inference Using Phase Splitting", ISCA, 2024.
+#   - Zhong et al., "DistServe: Disaggregating Prefill and Decoding for Goodput-optimized Large Language
+#     Model Serving", OSDI, 2024. Sizes and places prefill and decode replicas separately to maximise the
+#     request rate that meets both the first-token and the per-token latency targets.
+# - **Spending idle compute to cut decode latency.** Token-by-token decoding is memory-bound, so a replica
+#   has arithmetic to spare; guessing several tokens cheaply and checking them in one pass turns it into
+#   lower latency, but how that interacts with batching and with a shared fleet is still open.
+#   - Leviathan, Kalman and Matias, "Fast Inference from Transformers via Speculative Decoding", ICML,
+#     2023. A small draft model proposes tokens, the large model verifies them in parallel, and the
+#     acceptance rule leaves the output distribution unchanged.
 #
 # ## What's next
 #

@@ -495,12 +495,18 @@ print(f"at our HNSW's {best_ours[2]:.0f} queries/s on this machine, one {price.i
 #     Navigable Small World Graphs", IEEE TPAMI, 2018. The HNSW of Section 4.
 #   - Subramanya et al., "DiskANN: Fast Accurate Billion-point Nearest Neighbor Search on a Single
 #     Node", NeurIPS, 2019. A graph on SSD with compressed vectors in RAM.
+#   - Gollapudi et al., "Filtered-DiskANN: Graph Algorithms for Approximate Nearest Neighbor Search with
+#     Filters", WWW, 2023. Builds the graph from vectors and their labels together, so queries restricted
+#     to a label stay fast and accurate, including from SSD.
 # - **Compression that keeps recall.** How few bits per vector can keep recall@10 high, and how to
 #   learn the codes jointly with the embedding model, are open.
 #   - Jégou, Douze and Schmid, "Product Quantization for Nearest Neighbor Search", IEEE TPAMI, 2011.
 #     PQ and asymmetric distance computation.
 #   - Johnson, Douze and Jégou, "Billion-scale Similarity Search with GPUs", IEEE Transactions on Big
 #     Data, 2019. FAISS's IVF-PQ on GPUs, k-selection in registers.
+#   - Gao and Long, "RaBitQ: Quantizing High-Dimensional Vectors with a Theoretical Error Bound for
+#     Approximate Nearest Neighbor Search", SIGMOD, 2024. One bit per dimension after a random rotation,
+#     with an unbiased distance estimate whose error is bounded, which PQ does not offer.
 # - **Distributed search under tail latency.** Fan-out to hundreds of shards makes the slowest shard
 #   the common case; partial answers, hedging and routing queries to few shards trade recall for
 #   latency in ways still measured more than modelled.
@@ -509,6 +515,8 @@ print(f"at our HNSW's {best_ours[2]:.0f} queries/s on this machine, one {price.i
 #   answers, not recall; training the retriever from the reader's success is an open problem.
 #   - Lewis et al., "Retrieval-Augmented Generation for Knowledge-Intensive NLP Tasks", NeurIPS, 2020.
 #     A dense retriever and a generator trained end to end.
+#   - Shi et al., "REPLUG: Retrieval-Augmented Black-Box Language Models", NAACL, 2024. Tunes the
+#     retriever from how much each document raises a frozen language model's likelihood of the answer.
 #
 # ## What's next
 #

@@ -394,6 +394,12 @@ print(f"{N_REQUESTS} requests on {price.instance_type} at {price.price_per_hour}
 #     Dataset Shift", NeurIPS, 2019. Compares two-sample tests on learned representations.
 #   - Garg et al., "Leveraging Unlabeled Data to Predict Out-of-Distribution Performance", ICLR, 2022.
 #     Predicts accuracy under shift from confidence thresholds.
+#   - Lu et al., "Characterizing Out-of-Distribution Error via Optimal Transport", NeurIPS, 2023. Shows
+#     that confidence-based estimates understate error when the predicted label mix shifts, and corrects
+#     for it with an optimal-transport distance to the training label distribution.
+#   - Chen, Zaharia and Zou, "How Is ChatGPT's Behavior Changing over Time?", arXiv preprint, 2023. The
+#     same hosted model name changed accuracy and output format within three months, so a fleet that calls
+#     external models has to monitor them like any other drifting dependency.
 # - **Safe deployment with few samples.** Canary decisions for rare failures need many requests; for
 #   models that change behaviour in subtle, user-dependent ways the right test statistic is unclear.
 #   - Sculley et al., "Hidden Technical Debt in Machine Learning Systems", NeurIPS, 2015. Why ML systems
@@ -405,6 +411,9 @@ print(f"{N_REQUESTS} requests on {price.instance_type} at {price.price_per_hour}
 #   - Gama et al., "A Survey on Concept Drift Adaptation", ACM Computing Surveys, 2014.
 #   - Bifet and Gavaldà, "Learning from Time-Changing Data with Adaptive Windowing", SDM, 2007. ADWIN,
 #     the detector river runs in Section 5.
+#   - Wang, Zhang, Su and Zhu, "A Comprehensive Survey of Continual Learning: Theory, Method and
+#     Application", IEEE TPAMI, 2024. Frames updating a deployed model as a stability-plasticity trade-off
+#     and maps the replay, regularisation and architecture methods that manage it.
 #
 # ## What's next
 #

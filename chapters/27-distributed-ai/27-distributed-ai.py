@@ -556,6 +556,15 @@ assert min(ratio) >= 1 - 1e-9 and makespan[-1] <= makespan[0]
 #   - Nii, "Blackboard Systems", AI Magazine, 1986. The architecture and its control problem.
 #   - Hong et al., "MetaGPT: Meta Programming for a Multi-Agent Collaborative Framework", ICLR, 2024.
 #     LLM agents that coordinate through a shared message pool.
+#   - Li, Hammoud, Itani, Khizbullin and Ghanem, "CAMEL: Communicative Agents for 'Mind' Exploration of
+#     Large Language Model Society", NeurIPS, 2023. Two role-playing LLM agents carry a task forward with
+#     little human steering, and the paper catalogues how such conversations drift or stall.
+#   - Du, Li, Torralba, Tenenbaum and Mordatch, "Improving Factuality and Reasoning in Language Models
+#     through Multiagent Debate", ICML, 2024. Several model instances answer, read each other's answers and
+#     revise over rounds; the consensus is more often correct than any single answer.
+#   - Wu et al., "AutoGen: Enabling Next-Gen LLM Applications via Multi-Agent Conversation", arXiv
+#     preprint, 2023. A framework in which LLM, tool and human agents exchange messages under programmable
+#     turn-taking rules, the controller question of the blackboard in modern form.
 #
 # ## What's next
 #

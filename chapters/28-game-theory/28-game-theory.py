@@ -576,6 +576,9 @@ for n, pairs, k, t_se, t_lh in enum_rows:
 #     the ACM, 2009. Even two players are PPAD-complete.
 #   - Savani and von Stengel, "Hard-to-Solve Bimatrix Games", Econometrica, 2006. Games on which every
 #     Lemke-Howson path is exponentially long.
+#   - Gemp, Marris and Piliouras, "Approximating Nash Equilibria in Normal-Form Games via Stochastic
+#     Optimization", ICLR, 2024. A loss for approximate equilibria with unbiased sampled estimates, so
+#     plain SGD can search large games that exact solvers cannot enumerate.
 # - **Scaling CFR to real games.** Limit and no-limit poker were solved or beaten with CFR variants run on
 #   clusters, using abstraction, sampling and subgame solving; doing the same for games with more players,
 #   longer horizons or continuous actions, without hand-made abstractions, is open.
@@ -585,6 +588,9 @@ for n, pairs, k, t_se, t_lh in enum_rows:
 #     CFR+ on a cluster, with the tree compressed to fit in memory.
 #   - Brown and Sandholm, "Superhuman AI for Multiplayer Poker", Science, 2019. Pluribus: Monte Carlo CFR
 #     and depth-limited search for six players.
+#   - Schmid et al., "Student of Games: A unified learning algorithm for both perfect and imperfect
+#     information games", Science Advances, 2023. One algorithm combining guided search, self-play and
+#     counterfactual reasoning that plays chess, Go, poker and Scotland Yard.
 # - **Learning instead of tabulating.** Replacing the regret tables by neural networks lets CFR-like methods
 #   generalise across information sets, at the price of approximation error whose effect on
 #   exploitability is poorly understood.
@@ -603,6 +609,12 @@ for n, pairs, k, t_se, t_lh in enum_rows:
 #     Optimistic updates with polylogarithmic regret.
 #   - Zhou, Mertikopoulos, Bambos, Glynn and Tomlin, "Countering Feedback Delays in Multi-Agent Learning",
 #     NeurIPS, 2017. What delayed feedback does to no-regret learning, and how to correct for it.
+# - **Language models as players.** Agents built on language models now bargain, price and coordinate
+#   with each other; whether they reach equilibria, cooperate, or need explicit game-theoretic scaffolding
+#   is measured game by game with no theory yet.
+#   - Akata, Schulz, Coda-Forno, Oh, Bethge and Schulz, "Playing repeated games with large language
+#     models", Nature Human Behaviour, 2025. LLMs do well in repeated Prisoner's Dilemma variants but
+#     coordinate poorly in Battle of the Sexes; asking them to predict the other player's move first helps.
 #
 # ## What's next
 #

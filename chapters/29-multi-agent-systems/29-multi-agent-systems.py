@@ -805,11 +805,17 @@ print("enumeration time ratio per extra item (from m = 3):", [round(g, 1) for g 
 #     Multi-Agent Systems, 2016. What can be learned from offers, and what it is worth.
 #   - Lewis, Yarats, Dauphin, Parikh and Batra, "Deal or No Deal? End-to-End Learning for Negotiation
 #     Dialogues", EMNLP, 2017. Agents that negotiate in language, trained by self-play.
+#   - Bianchi, Chia, Yuksekgonul, Tagliabue, Jurafsky and Zou, "How Well Can LLMs Negotiate?
+#     NegotiationArena Platform and Analysis", ICML, 2024. Ultimatum, trading and price negotiations
+#     between LLM agents, showing payoff gains from simple behavioural tactics and human-like anchoring.
 # - **Designing mechanisms by learning.** Revenue-optimal auctions are known for one item (Myerson) but
 #   not for several; neural networks trained to maximise revenue subject to (approximate)
 #   incentive compatibility find new mechanisms, and certifying their truthfulness is open.
 #   - Dutting, Feng, Narasimhan, Parkes and Ravindranath, "Optimal Auctions through Deep Learning",
 #     ICML, 2019. RegretNet: auctions as networks, with regret as the truthfulness penalty.
+#   - Dütting, Mirrokni, Paes Leme, Xu and Zuo, "Mechanism Design for Large Language Models", WWW, 2024.
+#     A token-by-token auction in which bidders' preferences are language models, with incentive
+#     properties reduced to a monotonicity condition and a second-price-style payment.
 # - **Combinatorial auctions at scale.** Winner determination is NP-hard, and VCG with an approximate
 #   allocation is no longer truthful; mechanisms that are both computationally feasible and
 #   incentive compatible, and bidding languages that keep the elicitation small, are open.
@@ -817,6 +823,9 @@ print("enumeration time ratio per extra item (from m = 3):", [round(g, 1) for g 
 #     Intelligence, 2002. Search-based winner determination for thousands of bids.
 #   - Nisan and Ronen, "Computationally Feasible VCG Mechanisms", Journal of Artificial Intelligence
 #     Research, 2007. Why approximation breaks VCG, and second-chance mechanisms.
+#   - Soumalias, Weissteiner, Heiss and Seuken, "Machine Learning-Powered Combinatorial Clock Auction",
+#     AAAI, 2024. Learns bidder preferences from demand queries only, reaching higher efficiency in fewer
+#     rounds than the combinatorial clock auction used for spectrum.
 # - **Agreement when the network is neither synchronous nor reliable.** FloodSet needs both; the
 #   Fischer-Lynch-Paterson result rules out deterministic consensus with one crash under asynchrony.
 #   Partial synchrony, randomisation and the cost of agreement among many agents (blockchains, swarms
@@ -832,6 +841,9 @@ print("enumeration time ratio per extra item (from m = 3):", [round(g, 1) for g 
 #     Partial Substitute for Individual Rationality", Journal of Political Economy, 1993.
 #   - Cliff and Bruten, "Zero is Not Enough: On the Lower Limit of Agent Intelligence for Continuous
 #     Double Auction Markets", HP Laboratories technical report, 1997. Where ZI traders fail.
+#   - Fish, Gonczarowski and Shorrer, "Algorithmic Collusion by Large Language Models", arXiv preprint,
+#     2024. LLM pricing agents in a repeated oligopoly reach supracompetitive prices without being told to,
+#     and small wording changes in their instructions move how far.
 #
 # ## What's next
 #

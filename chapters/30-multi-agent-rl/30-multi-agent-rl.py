@@ -509,6 +509,9 @@ assert max(last.values()) < 1.25 * min(last.values())
 #     AAAI, 2018. COMA, the recipe of Section 4.
 #   - Yang, Luo, Li, Zhou, Zhang and Wang, "Mean Field Multi-Agent Reinforcement Learning", ICML, 2018.
 #     Each agent responds to the mean action of its neighbours.
+#   - Zhong, Kuba, Feng, Hu, Ji and Yang, "Heterogeneous-Agent Reinforcement Learning", JMLR, 2024.
+#     Sequential per-agent policy updates with a monotonic-improvement guarantee, without assuming that
+#     agents share parameters.
 # - **Last-iterate convergence in games.** No-regret averages converge, but the policies deployed are the
 #   last iterates; optimistic and extragradient methods converge in zero-sum games, and what holds in
 #   general-sum or sampled settings is active research.
@@ -529,6 +532,12 @@ assert max(last.values()) < 1.25 * min(last.values())
 #     Benchmarks, 2021. The API of Section 5.
 #   - Agarwal, Schwarzer, Castro, Courville and Bellemare, "Deep Reinforcement Learning at the Edge of the
 #     Statistical Precipice", NeurIPS, 2021. Confidence intervals over few seeds, as our bands.
+#   - Ellis et al., "SMACv2: An Improved Benchmark for Cooperative Multi-Agent Reinforcement Learning",
+#     NeurIPS Datasets and Benchmarks, 2023. Shows open-loop policies score well on the original SMAC and
+#     replaces it with procedurally generated scenarios that need closed-loop play.
+#   - Rutherford et al., "JaxMARL: Multi-Agent RL Environments and Algorithms in JAX", NeurIPS Datasets and
+#     Benchmarks, 2024. Vectorised environments and baselines on accelerators, making many seeds per
+#     configuration affordable.
 #
 # ## What's next
 #

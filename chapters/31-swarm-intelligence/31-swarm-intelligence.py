@@ -569,11 +569,18 @@ for K, (msgs, byts) in strip_msgs.items():
 #   - Xiao and Boyd, "Fast Linear Iterations for Distributed Averaging", Systems and Control Letters,
 #     2004. The optimal step and the fastest-mixing weights as a convex problem.
 #   - Kempe, Dobra and Gehrke, "Gossip-Based Computation of Aggregate Information", FOCS, 2003. Push-sum.
+#   - de Vos, Farhadkhani, Guerraoui, Kermarrec, Pires and Sharma, "Epidemic Learning: Boosting
+#     Decentralized Learning with Randomized Communication", NeurIPS, 2023. Each node sends to a fresh
+#     random set of peers every round; the changing graph gives better convergence bounds than static
+#     and earlier dynamic topologies.
 # - **Which graph to build.** Where agents can choose their links (robot formations, overlay networks),
 #   maximising $\lambda_2$ under a budget of edges or of radio power is a hard combinatorial problem with
 #   good relaxations but few guarantees.
 #   - Fiedler, "Algebraic Connectivity of Graphs", Czechoslovak Mathematical Journal, 1973. The
 #     definition and its bounds in terms of the graph's structure.
+#   - Takezawa, Sato, Bao, Niwa and Yamada, "Beyond Exponential Graph: Communication-Efficient Topologies
+#     for Decentralized Learning via Finite-time Convergence", NeurIPS, 2023. A topology with small
+#     maximum degree on which all nodes reach exact consensus after finitely many rounds.
 # - **Theory of particle swarms.** Stability regions of $(w, c_1, c_2)$ are known for simplified models,
 #   but when PSO converges to a local optimum, and how to set topology and migration for a given
 #   function, remain mostly empirical.
@@ -588,6 +595,9 @@ for K, (msgs, byts) in strip_msgs.items():
 #   - Vicsek, Czirok, Ben-Jacob, Cohen and Shochet, "Novel Type of Phase Transition in a System of
 #     Self-Driven Particles", Physical Review Letters, 1995. The polarisation order parameter and its
 #     transition with noise.
+#   - Brambati, Celani, Gherardi and Ginelli, "Learning to flock in open space by avoiding collisions and
+#     staying together", arXiv preprint, 2025. Agents trained with multi-agent RL on a local cost alone
+#     discover Vicsek-like alignment and cohesive flocks.
 #
 # ## What's next
 #

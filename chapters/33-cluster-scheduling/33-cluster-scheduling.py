@@ -398,8 +398,10 @@ for name, tr in (("user estimates", trace), ("exact estimates", exact)):
 #   when jobs are elastic?
 # - **Heterogeneity-aware fairness.** Narayanan et al., "Heterogeneity-aware cluster scheduling
 #   policies for deep learning workloads" (Gavel), OSDI 2020: recasts max-min fairness, makespan and
-#   finish-time fairness as LPs over GPU types. Open: DRF-like guarantees when a task's demand
-#   depends on which accelerator it lands on.
+#   finish-time fairness as LPs over GPU types. Jayaram Subramanya et al., "Sia: Heterogeneity-aware,
+#   goodput-optimized ML-cluster scheduling", SOSP 2023: matches elastic jobs to GPU types and counts
+#   with a formulation that still solves quickly at thousands of GPUs. Open: DRF-like guarantees when a
+#   task's demand depends on which accelerator it lands on.
 # - **Co-adapting the job and the scheduler.** Qiao et al., "Pollux: Co-adaptive cluster scheduling for
 #   goodput-optimized deep learning", OSDI 2021: the scheduler also picks each job's batch size and
 #   GPU count. Open: stability and fairness when every job's speed-up curve is learned online.
@@ -409,6 +411,12 @@ for name, tr in (("user estimates", trace), ("exact estimates", exact)):
 # - **Finish-time fairness.** Mahajan et al., "Themis: Fair and efficient GPU cluster scheduling",
 #   NSDI 2020: auctions for GPU leases. Open: fairness across users whose jobs have very different
 #   placement sensitivities.
+# - **Clusters that train large language models.** Hu et al., "Characterization of Large Language Model
+#   Development in the Datacenter", NSDI 2024: a six-month trace of one GPU datacenter shows pretraining,
+#   evaluation jobs and failures behaving unlike earlier deep-learning workloads. Ye et al., "Deep
+#   Learning Workload Scheduling in GPU Datacenters: A Survey", ACM Computing Surveys 2024: the schedulers
+#   for training and inference sorted by objective and by how they use resources. Open: gang placement
+#   that leaves room for the small jobs without preempting week-long runs.
 #
 # ## What's next
 #

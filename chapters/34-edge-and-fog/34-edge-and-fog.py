@@ -502,22 +502,34 @@ assert summary["oracle"]["miss_rate"] <= min(s["miss_rate"] for s in summary.val
 #   - Matsubara, Levorato and Restuccia, "Split Computing and Early Exiting for Deep Learning
 #     Applications: Survey and Research Challenges", ACM Computing Surveys, 2022. Bottlenecks, training
 #     for the cut and the open problems of split computing.
+#   - Matsubara, Yang, Levorato and Mandt, "SC2 Benchmark: Supervised Compression for Split Computing",
+#     TMLR, 2023. Scores split-computing methods jointly on device compute, bytes sent and accuracy, and
+#     finds many lose to simply compressing the input and offloading everything.
 # - **Early exits and cascades.** A small classifier after the edge's layers answers the easy inputs
 #   locally and offloads only the hard ones; choosing exits and thresholds under a deadline is open.
 #   - Teerapittayanon, McDanel and Kung, "Distributed Deep Neural Networks over the Cloud, the Edge and
 #     End Devices", ICDCS, 2017. Exits on device, edge and cloud tiers of one network.
+#   - Chen, Pan, Li, Ding and Zhou, "EE-LLM: Large-Scale Training and Inference of Early-Exit Large
+#     Language Models with 3D Parallelism", ICML, 2024. Early exits for language models, trained with
+#     pipeline parallelism and made compatible with the KV cache at inference.
 # - **Offloading under uncertainty.** Links, server load and device battery all change; offloading as an
 #   online decision (bandits, Lyapunov optimisation, reinforcement learning) with guarantees on
 #   deadlines is an active area.
 #   - Mao, You, Zhang, Huang and Letaief, "A Survey on Mobile Edge Computing: The Communication
 #     Perspective", IEEE Communications Surveys and Tutorials, 2017. Models of computation offloading,
 #     energy and radio resources.
+#   - Alizadeh et al., "LLM in a flash: Efficient Large Language Model Inference with Limited Memory",
+#     ACL, 2024. Keeps weights in flash and loads on demand only the parameters predicted to be needed,
+#     running models up to twice the size of the device's DRAM.
 # - **Integer-only inference on tiny devices.** Microcontrollers have kilobytes of memory and no float
 #   unit; quantization that keeps every operation in integers, and models designed for it, decide what
 #   can run at the edge at all.
 #   - Jacob, Kligys, Chen, Zhu, Tang, Howard, Adam and Kalenichenko, "Quantization and Training of Neural
 #     Networks for Efficient Integer-Arithmetic-Only Inference", CVPR, 2018. The affine int8 scheme most
 #     edge runtimes use.
+#   - Lin et al., "AWQ: Activation-aware Weight Quantization for On-Device LLM Compression and
+#     Acceleration", MLSys, 2024. Scales the weight channels that see large activations before 4-bit
+#     weight-only quantization, and runs a 70B-parameter language model on mobile GPUs.
 #
 # ## What's next
 #

@@ -666,6 +666,9 @@ shutil.rmtree(ckpt_root)
 #     ICLR, 2022. Random bucketing turns a rule for IID workers into one for heterogeneous workers.
 #   - Karimireddy, He and Jaggi, "Learning from History for Byzantine Robust Optimization", ICML, 2021.
 #     Centered clipping with worker momentum, and why memoryless rules fail against time-coupled attacks.
+#   - Allouah, Farhadkhani, Guerraoui, Gupta, Pinot and Stephan, "Fixing by Mixing: A Recipe for Optimal
+#     Byzantine ML under Heterogeneity", AISTATS, 2023. Averaging each input with its nearest neighbours
+#     before any robust rule makes that rule optimally resilient under heterogeneous data.
 # - **Attacks that stay inside the honest spread.** Every rule here bounds the damage by the honest
 #   spread, so attacks that hide inside it accumulate bias. Tight lower bounds and defences in high
 #   dimension are open.
@@ -682,6 +685,12 @@ shutil.rmtree(ckpt_root)
 #     HotOS, 2021. Mercurial cores at fleet scale.
 #   - Blanchard, El Mhamdi, Guerraoui and Stainer, "Machine Learning with Adversaries: Byzantine Tolerant
 #     Gradient Descent", NeurIPS, 2017. Krum and the first formal robustness condition for SGD.
+#   - He et al., "Understanding and Mitigating Hardware Failures in Deep Learning Training Systems", ISCA,
+#     2023. Fault injection into an accelerator design shows how logic faults propagate into training;
+#     lightweight software checks of a few dozen lines mitigate the harmful ones.
+#   - Dubey et al., "The Llama 3 Herd of Models", arXiv preprint, 2024. Its infrastructure section counts
+#     the interruptions of a pretraining run on about 16,000 GPUs by root cause, and how the team kept the
+#     effective training time high despite them.
 # - **Tight privacy accounting across many runs.** RDP with integer orders is loose for few steps, and
 #   hyperparameter search on private data leaks through the choice of the best run itself.
 #   - Balle, Barthe, Gaboardi, Hsu and Sato, "Hypothesis Testing Interpretations and Renyi Differential
@@ -694,6 +703,9 @@ shutil.rmtree(ckpt_root)
 #   not that they were trained honestly; attesting what data and code produced a checkpoint is open.
 #   - Gu, Dolan-Gavitt and Garg, "BadNets: Identifying Vulnerabilities in the Machine Learning Model
 #     Supply Chain", arXiv preprint, 2017. Backdoored models that pass every accuracy check.
+#   - Carlini et al., "Poisoning Web-Scale Training Datasets is Practical", arXiv preprint, 2023. Buying
+#     expired domains listed in URL-based datasets, or editing pages just before a snapshot, would poison
+#     popular training sets cheaply; content hashes are the first defence.
 #
 # ## What's next
 #

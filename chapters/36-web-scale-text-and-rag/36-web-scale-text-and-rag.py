@@ -796,6 +796,12 @@ assert curve[SHARDS[-1]][0] > curve[SHARDS[0]][0] + 0.05
 #     Monolingual Datasets from Web Crawl Data", LREC, 2020. Paragraph hashing and filtering of crawls.
 #   - Penedo et al., "The RefinedWeb Dataset for Falcon LLM: Outperforming Curated Corpora with Web
 #     Data, and Web Data Only", NeurIPS Datasets and Benchmarks, 2023. MinHash dedup at trillion-token scale.
+#   - Penedo et al., "The FineWeb Datasets: Decanting the Web for the Finest Text Data at Scale", NeurIPS
+#     Datasets and Benchmarks, 2024. Ablates every filtering and deduplication choice on 96 crawl
+#     snapshots with small trained models, and releases the pipeline with the ablations.
+#   - Li et al., "DataComp-LM: In search of the next generation of training sets for language models",
+#     NeurIPS Datasets and Benchmarks, 2024. A fixed training recipe so data pipelines can be compared
+#     alone; a model-based quality filter matters most.
 # - **Retrieval at the scale of the corpus.** Sharded indexes, billion-vector search on one node, and
 #   retrieval from trillions of tokens raise the question of where to spend memory and probes.
 #   - Johnson, Douze and Jegou, "Billion-Scale Similarity Search with GPUs", IEEE Transactions on Big
@@ -804,6 +810,9 @@ assert curve[SHARDS[-1]][0] > curve[SHARDS[0]][0] + 0.05
 #     The retrieve-then-read model this chapter's reader simplifies.
 #   - Borgeaud et al., "Improving Language Models by Retrieving from Trillions of Tokens", ICML, 2022.
 #     Retrieval over a two-trillion-token database, and why deduplicating it matters.
+#   - Asai, Wu, Wang, Sil and Hajishirzi, "Self-RAG: Learning to Retrieve, Generate, and Critique through
+#     Self-Reflection", ICLR, 2024. The reader decides when to retrieve and grades retrieved passages and
+#     its own output with special tokens, instead of always reading a fixed top-$k$.
 #
 # ## What's next
 #

@@ -654,6 +654,9 @@ assert np.corrcoef([r["prevalence"] for r in ev_fed["sites"]], ece)[0, 1] > 0.5 
 #     Selected Areas in Communications, 2021. Distances between masked updates, computed securely.
 #   - Bonawitz, Ivanov, Kreuter, Marcedone, McMahan, Patel, Ramage, Segal and Seth, "Practical Secure
 #     Aggregation for Privacy-Preserving Machine Learning", CCS, 2017. The masking protocol of Chapter 14.
+#   - Rathee, Shen, Wagh and Popa, "ELSA: Secure Aggregation for Federated Learning with Malicious
+#     Actors", IEEE S&P, 2023. Two servers aggregate secret-shared updates; privacy holds if one server
+#     is honest, malicious clients are defended against, and it runs far faster than earlier such designs.
 # - **Heterogeneous sites and fairness.** One global model is rarely best for every hospital. How to
 #   personalise (per-site layers, clustering sites, local fine-tuning) without losing what the
 #   federation gives the small sites, and how to guarantee the worst site, are open.
@@ -668,11 +671,18 @@ assert np.corrcoef([r["prevalence"] for r in ev_fed["sites"]], ece)[0, 1] > 0.5 
 #     federated learning", npj Digital Medicine, 2020. The case, the obstacles and the open questions.
 #   - Dayan, Roth, Zhong et al., "Federated learning for predicting clinical outcomes in patients with
 #     COVID-19", Nature Medicine, 2021. Twenty institutions across the world, and what it took.
+#   - Ogier du Terrail et al., "Federated learning for predicting histological response to neoadjuvant
+#     chemotherapy in triple-negative breast cancer", Nature Medicine, 2023. Whole-slide images stay at each
+#     hospital, and collaborative training improves on models trained at a single site for a rare cancer.
 # - **Privacy accounting for a federation.** Record-level DP per site, as here, is not patient-level
 #   DP when a patient visits several hospitals, nor site-level DP when a hospital's participation is
 #   itself sensitive. User-level and tighter accounting for many studies remain open.
 #   - McMahan, Ramage, Talwar and Zhang, "Learning Differentially Private Recurrent Language Models",
 #     ICLR, 2018. DP-FedAvg with user-level guarantees.
+#   - Xu, Zhang, Andrew, Choquette-Choo, Kairouz, McMahan, Rosenstock and Zhang, "Federated Learning of
+#     Gboard Language Models with Differential Privacy", ACL Industry Track, 2023. Formal DP guarantees
+#     for deployed keyboard models without uniform client sampling, and the clipping and participation
+#     choices that made the trade-off acceptable.
 #
 # ## What's next
 #

@@ -596,11 +596,20 @@ assert table[-1]["speedup"] > 0.5 * KS[-1]
 #   - Ivchenko, Van Der Staay, Taylor, Liu, Feng, Kindi, Sudarshanam, Sefati et al., "TorchRec: a PyTorch
 #     Domain Library for Recommendation Systems", RecSys, 2022. Sharding plans and the embedding
 #     all-to-all in open source.
+#   - Zhai et al., "Actions Speak Louder than Words: Trillion-Parameter Sequential Transducers for
+#     Generative Recommendations", ICML, 2024. Recasts ranking and retrieval as sequence transduction over
+#     user actions; quality grows as a power law of training compute up to 1.5 trillion parameters.
+#   - Zhang et al., "Wukong: Towards a Scaling Law for Large-Scale Recommendation", ICML, 2024. Stacked
+#     factorization machines that scale dense compute rather than embedding tables, holding a scaling law
+#     over two orders of magnitude of model complexity.
 # - **Smaller tables.** Hashing several ids into one row, compositional embeddings and mixed-dimension
 #   rows cut memory at some cost in quality; how to choose per feature, and how the choice interacts with
 #   sharding, is open.
 #   - Shi, Mudigere, Naumov and Yang, "Compositional Embeddings Using Complementary Partitions for
 #     Memory-Efficient Recommendation Systems", KDD, 2020. The quotient-remainder trick.
+#   - Rajput et al., "Recommender Systems with Generative Retrieval", NeurIPS, 2023. Items become short
+#     tuples of shared codewords learned from their content, and a sequence model decodes the next item's
+#     codes instead of looking up one embedding row per item.
 # - **Sampling bias in two-tower training.** In-batch negatives over-sample popular items; the logQ
 #   correction fixes the bias only when the sampling frequencies are known, and mixing in uniform
 #   negatives changes the trade-off. Which corrections are right for streaming data is still debated.

@@ -596,6 +596,9 @@ assert max(s[1] for s in sizes) - min(s[1] for s in sizes) < 0.15
 #     International Journal of Robotics Research, 2009. Learning the density while covering it.
 #   - Durham, Carli, Frasca and Bullo, "Discrete Partitioning and Coverage Control for Gossiping Robots",
 #     IEEE Transactions on Robotics, 2012. Pairwise gossip instead of synchronous neighbour exchange.
+#   - Agarwal, Muthukrishnan, Gosrich, Kumar and Ribeiro, "LPAC: Learnable Perception-Action-Communication
+#     Loops with Applications to Coverage Control", arXiv preprint, 2024. A graph neural network learns
+#     what robots tell their neighbours and beats Lloyd-based coverage when the density is unknown.
 # - **Formation and consensus over lossy, changing graphs.** Convergence of formation control when links
 #   come and go with the robots' positions and lose packets is understood for special cases; rates and
 #   robustness margins for the general case are open.
@@ -608,6 +611,14 @@ assert max(s[1] for s in sizes) - min(s[1] for s in sizes) < 0.15
 #     Learning Research, 2019. Mean-embedding observations for large swarms.
 #   - Brambilla, Ferrante, Birattari and Dorigo, "Swarm Robotics: A Review from the Swarm Engineering
 #     Perspective", Swarm Intelligence, 2013. Design methods and their gaps.
+#   - Huang, Yang, Krupani, Şenbaşlar, Batra and Sukhatme, "Collision Avoidance and Navigation for a
+#     Quadrotor Swarm Using End-to-end Deep Reinforcement Learning", arXiv preprint, 2023. Attention over
+#     neighbours and obstacles, trained in simulation, transferred zero-shot to small real quadrotors.
+# - **Language as the coordination layer.** Robots that plan together by exchanging natural language can
+#   take on new tasks without new code, but the dialogue is slow, unverified and hard to bound in time.
+#   - Mandi, Jain and Song, "RoCo: Dialectic Multi-Robot Collaboration with Large Language Models", arXiv
+#     preprint, 2023. Each arm is driven by a language model that negotiates sub-tasks and waypoints with
+#     the others, with collision checks fed back into the dialogue.
 # - **Scaling physical swarms.** A thousand robots show that local rules scale, and that the failure of a
 #   few and the drift of many dominate at that size.
 #   - Rubenstein, Cornejo and Nagpal, "Programmable Self-Assembly in a Thousand-Robot Swarm", Science,

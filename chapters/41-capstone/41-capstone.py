@@ -376,6 +376,9 @@ print(f"{rep.markdown.name}:", *headings, sep="\n  ")
 #     venue and what they changed in submitted papers.
 #   - Henderson et al., "Deep Reinforcement Learning that Matters", AAAI, 2018. Shows that seeds and
 #     implementation details alone can change conclusions, and argues for reporting across many seeds.
+#   - Kapoor and Narayanan, "Leakage and the reproducibility crisis in machine-learning-based science",
+#     Patterns, 2023. Finds data leakage behind failed results in 17 fields, gives a taxonomy of eight
+#     kinds, and proposes model info sheets that make it checkable.
 # - **Cost- and energy-aware evaluation.** Speedup alone rewards buying more hardware. Reporting the
 #   money, energy and carbon a result cost, and comparing methods at equal cost rather than equal
 #   hardware, is argued for widely but measured inconsistently.
@@ -383,11 +386,17 @@ print(f"{rep.markdown.name}:", *headings, sep="\n  ")
 #     2019. Estimates the energy, carbon and cloud cost of training large NLP models.
 #   - Schwartz, Dodge, Smith and Etzioni, "Green AI", Communications of the ACM, 2020. Proposes
 #     reporting the computational cost of results and treating efficiency as an evaluation criterion.
+#   - Luccioni, Jernite and Strubell, "Power Hungry Processing: Watts Driving the Cost of AI Deployment?",
+#     ACM FAccT, 2024. Measures the energy and carbon of 1,000 inferences across tasks and finds
+#     general-purpose generative models far costlier than task-specific ones.
 # - **Time-to-quality benchmarks across systems.** Throughput can be bought with larger batches that
 #   need more steps to converge, so the end-to-end measure is the time (or cost) to reach a target
 #   quality; making such benchmarks fair across very different systems is an open design problem.
 #   - Mattson et al., "MLPerf Training Benchmark", MLSys, 2020. Defines time-to-train to a quality
 #     target as the metric and the rules that keep submissions comparable.
+#   - Dahl et al., "Benchmarking Neural Network Training Algorithms", arXiv preprint, 2023. AlgoPerf:
+#     time-to-result on fixed hardware over several workloads and their variants, with rules for how
+#     hyperparameter tuning is counted.
 #
 # ## What's next
 #

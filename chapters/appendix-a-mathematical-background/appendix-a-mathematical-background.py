@@ -762,6 +762,9 @@ plt.show()
 #     Arithmetic (ARITH), 2013. Summation whose result does not depend on the order, in one pass.
 #   - Higham, "The Accuracy of Floating Point Summation", SIAM Journal on Scientific Computing, 1993. The
 #     error analysis of recursive, pairwise and compensated summation used in this appendix.
+#   - Yuan et al., "Understanding and Mitigating Numerical Sources of Nondeterminism in LLM Inference",
+#     NeurIPS, 2025. Measures how the reduction order, set by batch size and GPU count, changes the greedy
+#     outputs of a model in bfloat16, and how far fp32 arithmetic restores repeatability.
 # - **How few bits can training use?** bfloat16 and float16 with loss scaling are routine, and 8-bit
 #   floating-point formats are being adopted, but which operations need which precision, and how to scale
 #   each tensor without overflow, is settled by experiment rather than theory.
@@ -769,6 +772,9 @@ plt.show()
 #     arithmetic and loss scaling: the recipe of Section 6.
 #   - Micikevicius et al., "FP8 Formats for Deep Learning", arXiv preprint, 2022. Two 8-bit formats and
 #     per-tensor scaling for training and inference.
+#   - Rouhani et al., "Microscaling Data Formats for Deep Learning", arXiv preprint, 2023. One shared scale
+#     per small block of values lets the elements use 8, 6 or 4 bits, enough to train language models with
+#     sub-8-bit weights, activations and gradients.
 # - **Batch size and gradient noise.** The variance $\sigma^2/B$ explains why larger batches allow larger
 #   steps, but not exactly where the benefit stops; predicting the critical batch size of a model before
 #   training it would size clusters (Chapters 15 and 19).
@@ -776,6 +782,9 @@ plt.show()
 #     2018. The gradient noise scale as a predictor of the largest useful batch.
 #   - Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", arXiv preprint, 2017.
 #     Linear learning-rate scaling with warm-up, and where it breaks.
+#   - Zhang et al., "How Does Critical Batch Size Scale in Pre-training?", ICLR, 2025. Measures the
+#     critical batch size of language models from 85 million to 1.2 billion parameters and finds that it
+#     grows with the amount of training data rather than with model size.
 # - **Tight privacy accounting.** The classical Gaussian calibration overstates the noise needed, and
 #   composing many noisy steps loses more; exact accounting for subsampled, adaptively composed
 #   mechanisms in federated settings remains an active topic (Chapters 14 and 35).
@@ -783,6 +792,9 @@ plt.show()
 #     and Optimal Denoising", ICML, 2018. The exact condition solved in Section 3.
 #   - Abadi et al., "Deep Learning with Differential Privacy", ACM CCS, 2016. DP-SGD and the moments
 #     accountant.
+#   - Ponomareva et al., "How to DP-fy ML: A Practical Guide to Machine Learning with Differential
+#     Privacy", arXiv preprint, 2023. A practical guide to DP training: choosing the unit of privacy,
+#     accounting for sampling, tuning, and reporting the guarantee so that results can be compared.
 #
 # ## What's next
 #

@@ -565,6 +565,9 @@ assert all(s > 0 for s in record["wall times (s)"].values())
 #     Slurm scale: a controller, node daemons, and jobs whose steps `srun` launches.
 #   - Moritz et al., "Ray: A Distributed Framework for Emerging AI Applications", OSDI, 2018. Tasks and
 #     actors over a shared object store with a distributed scheduler; the substrate of the Ray scale.
+#   - Yang et al., "SkyPilot: An Intercloud Broker for Sky Computing", NSDI, 2023. A job is described once
+#     with its resource needs and placed on whichever cloud or region has the capacity at the lowest price,
+#     failing over when capacity disappears.
 # - **Scheduling learning jobs on shared clusters.** A training job needs all its ranks at once (gang
 #   scheduling), prefers them close together, and runs for days, while a cluster serves many users.
 #   Placement, fairness and preemption policies that keep utilisation high without starving large jobs
@@ -573,6 +576,9 @@ assert all(s > 0 for s in record["wall times (s)"].values())
 #     production cluster manager: admission, packing, priorities and what a decade of operation taught.
 #   - Xiao et al., "Gandiva: Introspective Cluster Scheduling for Deep Learning", OSDI, 2018. Exploits
 #     the iterative structure of training to time-slice and migrate jobs on a GPU cluster.
+#   - Hu et al., "Characterization of Large Language Model Development in the Datacenter", NSDI, 2024. A
+#     six-month trace of a GPU datacentre used for LLM development: job sizes, utilisation, and how often
+#     and why jobs fail.
 # - **Start-up and membership at large $K$.** Section 7 shows start-up dominating small jobs; at
 #   thousands of ranks the rendezvous, the import of the software stack on every node and the creation
 #   of communicators take minutes, and on preemptible machines membership changes during the run.
@@ -582,6 +588,9 @@ assert all(s > 0 for s in record["wall times (s)"].values())
 #   - Thorpe et al., "Bamboo: Making Preemptible Instances Resilient for Affordable Training of Large
 #     DNNs", NSDI, 2023. Keeps training going on cheap preemptible instances by redundant computation
 #     instead of restarts.
+#   - Jang, Yang, Zhang, Jin and Chowdhury, "Oobleck: Resilient Distributed Training of Large Models Using
+#     Pipeline Templates", SOSP, 2023. Precomputes pipeline templates so that after up to $f$ simultaneous
+#     failures the remaining nodes are regrouped into new pipelines without a restart.
 # - **Reproducible software environments on clusters.** A pinned constraints file fixes Python packages
 #   but not compilers, MPI, CUDA or drivers, and the same versions built differently can change results.
 #   Environments that are exact, portable across clusters and cheap to rebuild remain hard.

@@ -355,15 +355,24 @@ print(syllabi.format_path(paths[0], ROOT))
 #     Sites", Computational Linguistics, 2004. Term extraction and taxonomy induction from domain text.
 #   - Gruber, "A Translation Approach to Portable Ontology Specifications", Knowledge Acquisition, 1993.
 #     What it means for communities to commit to a shared vocabulary.
+#   - Babaei Giglou, D'Souza and Auer, "LLMs4OL: Large Language Models for Ontology Learning", arXiv
+#     preprint, 2023. Tests language models zero-shot on term typing, taxonomy discovery and relation
+#     extraction over WordNet, GeoNames and UMLS, the steps of building a glossary from text.
 # - **Executable, checkable books.** A chapter that runs and asserts its claims cannot silently rot,
 #   but notebooks in the wild mostly fail to re-run; making that the norm is still research.
 #   - Knuth, "Literate Programming", The Computer Journal, 1984. Programs written to be read as prose.
 #   - Pimentel, Murta, Braganholo and Freire, "A Large-Scale Study About Quality and Reproducibility of
 #     Jupyter Notebooks", MSR, 2019. How few published notebooks run again.
+#   - Samuel and Mietchen, "Computational reproducibility of Jupyter notebooks from biomedical
+#     publications", GigaScience, 2024. Re-ran thousands of notebooks linked from PubMed Central papers;
+#     only a small fraction ran without error and fewer still reproduced their published results.
 # - **Shared metadata for data and models.** The same discipline of one name per thing, at the scale of
 #   datasets and models shared between labs.
 #   - Wilkinson et al., "The FAIR Guiding Principles for Scientific Data Management and Stewardship",
 #     Scientific Data, 2016. Findable, accessible, interoperable, reusable metadata.
+#   - Akhtar et al., "Croissant: A Metadata Format for ML-Ready Datasets", arXiv preprint, 2024. One
+#     machine-readable description of a dataset's files, structure and semantics that several large
+#     dataset hubs already publish and ML frameworks can load directly.
 #
 # ## What's next
 #

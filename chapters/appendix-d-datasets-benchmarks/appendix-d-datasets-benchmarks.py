@@ -441,6 +441,9 @@ display(Markdown("\n".join(bench)))
 #     what, why and how?", Royal Society report, 2022. Uses, limits and evaluation of synthetic data.
 #   - Chung and Lu, "Connected Components in Random Graphs with Given Expected Degree Sequences",
 #     Annals of Combinatorics, 2002. The model behind `power_law_graph`.
+#   - Shumailov, Shumaylov, Zhao, Papernot, Anderson and Gal, "AI models collapse when trained on
+#     recursively generated data", Nature, 2024. Models trained on earlier models' output lose the tails
+#     of the original distribution first, a warning for any generator fitted to generated data.
 # - **Realistic graph and workload generators at scale.** Generators that match many properties at
 #   once and run distributed, each rank producing its own part.
 #   - Leskovec, Chakrabarti, Kleinberg, Faloutsos and Ghahramani, "Kronecker Graphs: An Approach to
@@ -448,6 +451,9 @@ display(Markdown("\n".join(bench)))
 #     real networks.
 #   - Lublin and Feitelson, "The Workload on Parallel Supercomputers: Modeling the Characteristics of
 #     Rigid Jobs", Journal of Parallel and Distributed Computing, 2003. The model behind `job_trace`.
+#   - Hu et al., "Characterization of Large Language Model Development in the Datacenter", NSDI, 2024. A
+#     six-month GPU-cluster trace of LLM development whose job mix and failures a modern `job_trace`
+#     would have to reproduce.
 # - **Random numbers that shard.** Counter-based generators make element $i$ of a stream computable
 #   without its predecessors, so any rank can make any rows; combining that with arbitrary data
 #   layouts is still engineering-heavy.
@@ -458,6 +464,11 @@ display(Markdown("\n".join(bench)))
 #   - Mattson et al., "MLPerf Training Benchmark", MLSys, 2020. Time-to-quality rules for training.
 #   - Gebru, Morgenstern, Vecchione, Wortman Vaughan, Wallach, Daume III and Crawford, "Datasheets for
 #     Datasets", Communications of the ACM, 2021. What a dataset's documentation should state.
+#   - Liang et al., "Holistic Evaluation of Language Models", TMLR, 2023. Many scenarios and several
+#     metrics beyond accuracy, run for all models under the same conditions, with every prompt released.
+#   - Sainz, Campos, García-Ferrero, Etxaniz, Lopez de Lacalle and Agirre, "NLP Evaluation in trouble: On
+#     the Need to Measure LLM Data Contamination for each Benchmark", Findings of EMNLP, 2023. When test
+#     sets leak into training data, scores overstate ability; benchmarks need contamination checks.
 #
 # ## What's next
 #
