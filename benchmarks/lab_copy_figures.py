@@ -12,7 +12,10 @@ For every lab, the solution lines are the non-blank lines between ``### BEGIN SO
 at least 0.75 with those of some edition line. A line of *logic* has at least 5 such tokens and is not an
 import or a docstring: the lines worth copying. *Runs* is the share of the solution's tokens inside runs
 of 25 or more normalised tokens that the edition also holds: what ``scaleout grade similarity`` flags
-(the "all labs" row weighs each lab's by its lines).
+(the "all labs" row weighs each lab's by its lines). *Similar blocks* is the share of solution lines
+inside a window of 5 consecutive non-blank lines whose normalised tokens have a difflib ratio of at least
+0.75 with those of 5 consecutive non-blank lines of one edition file: an adapted passage, not a common
+line (the measure the lab targets of ``grading/README.md`` use for "similar").
 
 The last row is a baseline: the same figures for all lines of three standard-library modules (json,
 argparse, difflib) that no one copied from the edition. Line by line, renamed code is similar to
@@ -38,6 +41,7 @@ from scaleoutai.grading.labs import BEGIN, END, find_lab, list_labs  # noqa: E40
 from scaleoutai.grading.similarity import edition_files, edition_share, normalise  # noqa: E402
 
 RATIO = 0.75
+WINDOW = 5  # lines in a passage compared as one
 BINS = 64  # token counts hashed into 64 bins: a cheap upper bound of difflib's ratio (quick_ratio)
 LOGIC = 5
 
@@ -61,15 +65,17 @@ class Edition:
     def __init__(self, root: Path):
         self.lines: set[str] = set()
         sigs: set[tuple[str, ...]] = set()
+        wins: set[tuple[str, ...]] = set()
         for f in edition_files(root):
             text = f.read_text(errors="replace")
             self.lines.update(_squash(ln) for ln in text.splitlines())
-            sigs.update(signatures(text).values())
+            by_line = signatures(text)
+            sigs.update(by_line.values())
+            wins.update(windows([by_line[n] for n in sorted(by_line) if by_line[n]]))
         self.vocab: dict[str, str] = {}
         self.sigs = {s for s in sigs if s}
-        self.enc = enc = sorted((self.encode(s) for s in self.sigs), key=len)
-        self.lens = np.array([len(e) for e in enc])
-        self.bins = np.stack([self.counts(e) for e in enc]) if enc else np.zeros((0, BINS), np.int16)
+        self.line_index = _Index([self.encode(s) for s in self.sigs])
+        self.win_index = _Index([self.encode(w) for w in wins if w])
 
     def encode(self, sig: tuple[str, ...]) -> str:
         """One character per token, so difflib compares token sequences."""
@@ -83,22 +89,42 @@ class Edition:
         return c
 
     def similar(self, sig: tuple[str, ...]) -> bool:
-        if sig in self.sigs:
-            return True
-        a = self.encode(sig)
+        return sig in self.sigs or self.line_index.near(self.encode(sig))
+
+    def similar_window(self, win: tuple[str, ...]) -> bool:
+        return bool(win) and self.win_index.near(self.encode(win))
+
+
+def windows(sigs: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The token sequences of every WINDOW consecutive lines (a shorter list: itself, whole)."""
+    if len(sigs) <= WINDOW:
+        return [sum(sigs, ())]
+    return [sum(sigs[i:i + WINDOW], ()) for i in range(len(sigs) - WINDOW + 1)]
+
+
+class _Index:
+    """Encoded token sequences sorted by length, with hashed token counts for a cheap ratio bound."""
+
+    def __init__(self, enc: list[str]):
+        self.enc = enc = sorted(enc, key=len)
+        self.lens = np.array([len(e) for e in enc])
+        self.bins = np.stack([Edition.counts(e) for e in enc]) if enc else np.zeros((0, BINS), np.int16)
+
+    def near(self, a: str) -> bool:
+        """Some sequence with a difflib ratio >= RATIO with ``a``."""
         n = len(a)
         # ratio = 2M / (n + m) with M <= min(n, m): only lengths m in [0.6 n, n / 0.6] can reach 0.75
         lo, hi = np.searchsorted(self.lens, 0.6 * n - 1e-9), np.searchsorted(self.lens, n / 0.6 + 1e-9, "right")
         if lo >= hi:
             return False
-        bound = 2 * np.minimum(self.bins[lo:hi], self.counts(a)).sum(1) / (n + self.lens[lo:hi])
+        bound = 2 * np.minimum(self.bins[lo:hi], Edition.counts(a)).sum(1) / (n + self.lens[lo:hi])
         sm = difflib.SequenceMatcher(None, autojunk=False)
         sm.set_seq2(a)
         for i in np.argsort(-bound, kind="stable"):
             if bound[i] < RATIO:
                 return False
             sm.set_seq1(self.enc[lo + i])
-            if sm.ratio() >= RATIO:
+            if sm.quick_ratio() >= RATIO and sm.ratio() >= RATIO:  # the exact multiset bound first
                 return True
         return False
 
@@ -113,6 +139,7 @@ class Row:
     logic_verbatim: float
     logic_similar: float
     runs: float
+    blocks: float = 0.0  # share of lines inside a similar WINDOW-line passage
 
 
 def solution_blocks(text: str) -> list[list[int]]:
@@ -134,6 +161,12 @@ def measure(name: str, text: str, blocks: list[list[int]], ed: Edition) -> Row:
     src, sigs = text.splitlines(), signatures(text)
     runs = edition_share([textwrap.dedent("\n".join(src[n - 1] for n in b)) for b in blocks], ROOT)
     verb, sim, logic = [], [], []
+    in_block: set[int] = set()
+    for b in blocks:
+        nums = [n for n in b if sigs.get(n)]
+        for i, win in enumerate(windows([sigs[n] for n in nums])):
+            if ed.similar_window(win):
+                in_block.update(nums[i:i + WINDOW])
     for n in (n for b in blocks for n in b):
         line, sig = _squash(src[n - 1]), sigs.get(n, ())
         verb.append(line in ed.lines)
@@ -144,7 +177,9 @@ def measure(name: str, text: str, blocks: list[list[int]], ed: Edition) -> Row:
         xs = [x for x, m in zip(xs, mask or [True] * len(xs)) if m]
         return 100.0 * sum(xs) / len(xs) if xs else 0.0
 
-    return Row(name, len(verb), pct(verb), pct(sim), sum(logic), pct(verb, logic), pct(sim, logic), 100 * runs)
+    every = [n for b in blocks for n in b]
+    return Row(name, len(verb), pct(verb), pct(sim), sum(logic), pct(verb, logic), pct(sim, logic), 100 * runs,
+               pct([n in in_block for n in every]))
 
 
 def measure_lab(name: str, ed: Edition) -> Row:
@@ -165,12 +200,13 @@ def baseline(ed: Edition) -> Row:
     return total(rows, "baseline: stdlib argparse, difflib, json.decoder")
 
 
-HEAD = ["lab", "lines", "verbatim %", "similar %", "logic lines", "logic verbatim %", "logic similar %", "runs %"]
+HEAD = ["lab", "lines", "verbatim %", "similar %", "logic lines", "logic verbatim %", "logic similar %", "runs %",
+        "similar blocks %"]
 
 
 def cells(r: Row) -> list[str]:
     return [r.lab, str(r.lines), f"{r.verbatim:.0f}", f"{r.similar:.0f}", str(r.logic),
-            f"{r.logic_verbatim:.0f}", f"{r.logic_similar:.0f}", f"{r.runs:.0f}"]
+            f"{r.logic_verbatim:.0f}", f"{r.logic_similar:.0f}", f"{r.runs:.0f}", f"{r.blocks:.0f}"]
 
 
 def total(rows: list[Row], name: str = "all labs") -> Row:
@@ -178,7 +214,8 @@ def total(rows: list[Row], name: str = "all labs") -> Row:
         den = sum(getattr(r, n) for r in rows)
         return sum(getattr(r, attr) * getattr(r, n) for r in rows) / den if den else 0.0
     return Row(name, sum(r.lines for r in rows), w("verbatim", "lines"), w("similar", "lines"),
-               sum(r.logic for r in rows), w("logic_verbatim", "logic"), w("logic_similar", "logic"), w("runs", "lines"))
+               sum(r.logic for r in rows), w("logic_verbatim", "logic"), w("logic_similar", "logic"), w("runs", "lines"),
+               w("blocks", "lines"))
 
 
 def main(argv: list[str] | None = None) -> int:
