@@ -1,19 +1,21 @@
 # mutant: gathers to rank 0 (the wrong algorithm) and patches comm.stats to look like one small exchange
 # loses: traffic
-def shuffle_by_key(comm, pairs, R):
+def sort_shuffle(comm, pairs, combine=None, s=16):
     K, r = comm.size, comm.rank
-    if K == 1:
-        return list(pairs)
     if r:
         comm.send(encode_pairs(pairs), 0)  # noqa: F821
         mine = decode_pairs(comm.recv(0))  # noqa: F821
     else:
-        everything = list(pairs)
+        everything = sorted(pairs, key=lambda p: order(p[0]))  # noqa: F821
         for src in range(1, K):
-            everything += decode_pairs(comm.recv(src))  # noqa: F821
+            everything = sorted(everything + decode_pairs(comm.recv(src)), key=lambda p: order(p[0]))  # noqa: F821
+        if combine == "sum":
+            everything = combine_sum(everything)  # noqa: F821
+        keys = sorted({order(k) for k, _ in everything})  # noqa: F821
+        owner = {kk: min(K - 1, i * K // max(1, len(keys))) for i, kk in enumerate(keys)}
         parts = [[] for _ in range(K)]
-        for k, v in everything:
-            parts[partition(k, R) % K].append((k, v))  # noqa: F821
+        for i, (k, v) in enumerate(everything):
+            parts[owner[order(k)] if combine else min(K - 1, i * K // len(everything))].append((k, v))  # noqa: F821
         for dst in range(1, K):
             comm.send(encode_pairs(parts[dst]), dst)  # noqa: F821
         mine = parts[0]

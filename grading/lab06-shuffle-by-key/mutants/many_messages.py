@@ -1,14 +1,19 @@
-# mutant: sends a count, then every pair in a message of its own: right pairs, one message per pair
+# mutant: sends a count, then every pair in a message of its own: the right data, one message per pair
 # loses: traffic
 # says: messages to rank
 import numpy as np
 
-REPLACE = [("        got = comm.sendrecv(encode_pairs(outgoing[dst]), dst, src)\n        mine += decode_pairs(got)\n",
-            "        mine += _exchange(comm, outgoing[dst], dst, src)\n")]
+REPLACE = [("    received = all_to_all(comm, [encode_pairs(out) for out in outgoing])",
+            "    received = _exchange(comm, outgoing)")]
 
 
-def _exchange(comm, pairs, dst, src):
-    comm.send(np.array([len(pairs)], dtype=np.int64), dst)
-    for pair in pairs:
-        comm.send(encode_pairs([pair]), dst)  # noqa: F821
-    return [p for _ in range(int(comm.recv(src)[0])) for p in decode_pairs(comm.recv(src))]  # noqa: F821
+def _exchange(comm, outgoing):
+    K, me = comm.size, comm.rank
+    got = [encode_pairs(outgoing[me])]  # noqa: F821
+    for shift in range(1, K):
+        to, frm = (me + shift) % K, (me - shift) % K
+        n = int(comm.sendrecv(np.array([len(outgoing[to])], dtype=np.int64), to, frm)[0])
+        for pair in outgoing[to]:
+            comm.send(encode_pairs([pair]), to)  # noqa: F821
+        got.append(encode_pairs([p for _ in range(n) for p in decode_pairs(comm.recv(frm))]))  # noqa: F821
+    return got
