@@ -638,8 +638,10 @@ else:
 # %% [markdown]
 # ## 8. Exercises
 #
-# 1. **Lab 15.** Implement `bucketed_ddp_step` yourself and show that it equals single-process training
-#    for $K \in \{1, 2, 3, 5, 8\}$ and a batch smaller than $K$.
+# 1. **Lab 15.** Take bucketing across nodes: on nodes of $G$ ranks, reduce each bucket to the node's
+#    leader, run a ring all-reduce among the leaders only, and broadcast back inside the node, so that
+#    only leaders use the slower links between nodes. Show that it equals single-process training and
+#    count the bytes that cross nodes, against the flat ring of this chapter.
 # 2. Extend the message-count cell to a network with 100 bias-only layers. At which bucket size does the
 #    latency term fall below 10% of the bandwidth term for $K = 8$? Compare with $\alpha/\beta$.
 # 3. Learning rate and $B$: train with $K = 1, 2, 4, 8$ at a fixed local batch $b$, so that $B = K b$

@@ -19,29 +19,34 @@ SEED = 0
 rng = np.random.default_rng(SEED)
 
 # %% [markdown]
-# ## Exercise 1 (lab): bucketed DDP step (Lab 15)
+# ## Exercise 1 (lab): hierarchical bucketed DDP on a multi-node cluster (Lab 15)
 #
 # The lab is `labs/lab15-bucketed-ddp`. Its reference solution is the solution blocks of
 # `labs/lab15-bucketed-ddp/lab15-bucketed-ddp.py`; the hidden tests, rubric and mutants are in
-# `grading/lab15-bucketed-ddp/`.
+# `grading/lab15-bucketed-ddp/`. The chapter's `bucketed_ddp_step` runs one flat ring over all $K$ ranks;
+# the lab asks for the two-level all-reduce NCCL and Horovod use on nodes of $G$ ranks.
 #
-# **Key ideas.** Each rank takes its `np.array_split` shard of the global batch and weights its local
-# mean gradient by $n_k / B$, so that the all-reduced sum is exactly the full-batch gradient for uneven
-# shards and for empty ones ($K > B$). Gradients are grouped into buckets walking the tensors in
-# *reverse* registration order (the order backward produces them), closing a bucket as soon as it holds
-# at least `bucket_bytes`; each bucket is flattened into one buffer and summed with one ring all-reduce,
-# then cut back into tensors of the original shapes and dtype. Frozen tensors are neither communicated
-# nor updated. Equality with single-process training then holds step by step, up to the rounding of a
-# different summation order, for $K \in \{1, 2, 3, 5, 8\}$ and for $B < K$.
+# **Key ideas.** Rank $r$ lives on node $r // G$; there are $N = \lceil K/G \rceil$ nodes (the last may be
+# smaller) and each node's leader is its lowest rank. Buckets are cut as in the chapter (reverse
+# registration order, closed once they hold at least `bucket_bytes`, frozen tensors left out). Per
+# bucket: every non-leader sends its flat bucket to its leader, which adds them; the $N$ leaders run a
+# ring reduce-scatter and all-gather among themselves on `np.array_split(bucket, N)` (uneven and empty
+# chunks when $N \nmid n_b$ or $N > n_b$); each leader sends the sum back to its node. Only leaders cross
+# nodes, each sending $2(N-1)\lceil n_b/N \rceil$ values per bucket instead of the flat ring's
+# $2(K-1)/K$ of it across every node edge; the total over all ranks stays $2(K-1) n_b$. Training weights
+# each shard's mean gradient by $n_k / B$, so it equals single-process SGD for any $K$, $G$ and $B < K$.
 #
-# **Mistakes the rubric catches.** (1) Wrong weights: averaging with $1/K$ instead of $n_k/B$, or cutting
-# shards by `B // K` so uneven batches lose or duplicate rows (mutants `plain_mean`,
-# `shard_floor_division`, `whole_batch_locally`). (2) Wrong buckets: forward order, closing only when a
-# bucket holds *more* than the limit, one all-reduce per tensor, or a gather to rank 0 instead of a ring;
-# the message counter sees all of them (`buckets_in_forward_order`, `bucket_strictly_over`,
-# `one_allreduce_per_tensor`, `gather_to_root`). (3) Details: returning float64 for float32 gradients,
-# still sending frozen gradients, skipping communication, or calling the library's DDP
-# (`float64_result`, `frozen_still_sent`, `no_communication`, `library_answer`).
+# **Mistakes the rubric catches.** (1) The wrong shape of the all-reduce, right sums: the course's flat
+# ring (`pasted_course`), every rank joining the ring after the node reduce (`every_rank_in_ring`), the
+# highest rank as leader (`leader_highest_rank`), a node count of $K // G$ that merges a smaller last node
+# into the one before (`node_map_floor`), leaders that gather on leader 0 (`leaders_gather_to_first`);
+# the grader's trace sees each of them. (2) Wrong sums: no broadcast back into the node
+# (`broadcast_forgotten`), a ring that drops the $n_b \bmod N$ tail (`ring_drops_remainder`), leaders that
+# average over nodes (`mean_over_nodes`), weights $1/K$ or `B // K` shards (`plain_mean`,
+# `shard_floor_division`, `whole_batch_locally`). (3) Wrong buckets: forward order, closing only above
+# the limit, one all-reduce per tensor, frozen tensors sent (`buckets_in_forward_order`,
+# `bucket_strictly_over`, `one_allreduce_per_tensor`, `frozen_still_sent`); and details (`float64_result`,
+# `empty_shard_unhandled`, `no_communication`, `library_answer`).
 
 # %% [markdown]
 # ## Exercise 2 (analysis): 100 bias-only layers and the latency share

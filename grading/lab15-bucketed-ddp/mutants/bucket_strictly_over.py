@@ -2,6 +2,5 @@
 # loses: messages
 # says: buckets closed too late
 REPLACE = [
-    ('if size >= bucket_bytes:',
-     'if size > bucket_bytes:'),
+    ('for n in groups[-1]) >= bucket_bytes', 'for n in groups[-1]) > bucket_bytes'),
 ]

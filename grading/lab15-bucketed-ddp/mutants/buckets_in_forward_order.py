@@ -1,6 +1,6 @@
 # mutant: fills the buckets walking the tensors from first to last, not in backward order
 # loses: messages
+# says: tensors from last to first
 REPLACE = [
-    ('    for name in reversed(list(grads)):\n        current.append(name)',
-     '    for name in list(grads):\n        current.append(name)'),
+    ('for name in names[::-1]:', 'for name in names:'),
 ]

@@ -1,7 +1,7 @@
-# mutant: bucketed_allreduce hands back float64 tensors for float32 gradients (the sums are right)
+# mutant: hierarchical_allreduce hands back float64 tensors for float32 gradients (the sums are right)
 # loses: allreduce
 # says: dtype
 REPLACE = [
-    ('summed[name] = flat[offset:offset + count].reshape(grads[name].shape)',
-     'summed[name] = np.array(flat[offset:offset + count].reshape(grads[name].shape), dtype=float)'),
+    ('unpacked[name] = total[lo:hi].reshape(grads[name].shape)',
+     'unpacked[name] = np.array(total[lo:hi].reshape(grads[name].shape), dtype=float)'),
 ]

@@ -1,9 +1,6 @@
 # mutant: every rank trains on the whole batch it was handed and skips the all-reduce
-# loses: train_sim, train_process, frozen, own_code
-import numpy as np
-
-
-def ddp_train(comm, X, Y, params, steps, lr, bucket_bytes, frozen=()):
+# loses: train_sim, train_process, frozen
+def ddp_train(comm, X, Y, params, steps, lr, G, bucket_bytes, frozen=()):
     p = {name: value.copy() for name, value in params.items()}
     for _ in range(int(steps)):
         out, cache = mlp_forward(p, X)  # noqa: F821
