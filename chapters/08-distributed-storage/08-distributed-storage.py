@@ -380,7 +380,8 @@ shutil.rmtree(workdir)
 #    its moved fraction and balance with the ring. What can it not do that the ring can?
 # 4. **Elastic resume.** A job of $K = 4$ crashes after 3 steps and restarts on $K = 3$. Which samples of
 #    the epoch are still unread? Write the resume rule that reads each of them exactly once.
-# 5. **Lab 8.** Write the sampler yourself: `labs/lab08-sharded-sampler`.
+# 5. **Lab 8.** The elastic sampler: resume an epoch exactly when $K$ changes, and agree on the resume point
+#    with a few integers: `labs/lab08-sharded-sampler`.
 #
 # ## 9. Research directions
 #

@@ -4,23 +4,37 @@ import numpy as np
 from scaleoutai import cluster
 
 
-def run_public_tests(shard_indices, rank_epochs):
-    order = np.random.default_rng(4 + 2).permutation(10)
-    padded = np.concatenate([order, order[:2]])  # 10 samples, K = 4: pad to 12 from the start
-    for r in range(4):
-        got = shard_indices(10, 4, r, 2, 4)
-        assert isinstance(got, np.ndarray) and got.dtype == np.int64, "shard_indices must return an int64 array"
-        np.testing.assert_array_equal(got, padded[r::4], err_msg=f"shard_indices(10, 4, {r}, epoch=2, seed=4)")
-    np.testing.assert_array_equal(shard_indices(10, 4, 1, 2, 4, drop_last=True), order[:8][1::4],
-                                  err_msg="drop_last=True keeps the first K*floor(n/K) entries")
-    np.testing.assert_array_equal(shard_indices(10, 4, 3, 2, 4, start=1), padded[3::4][1:], err_msg="start=1")
-    print("ok: shard_indices follows the rule on n=10, K=4")
-    for K in (1, 2, 3):
-        res = cluster.run(rank_epochs, K, args=(10, 0, [0, 1]), backend="sim", timeout=30)
-        for e in (0, 1):
-            counts = np.bincount(np.concatenate([v[e] for v in res.values]), minlength=10)
-            assert counts.min() >= 1 and counts.sum() == K * -(-10 // K), f"K={K}, epoch {e}: not the whole epoch"
-        assert not np.array_equal(res.values[0][0], res.values[0][1]), f"K={K}: epochs 0 and 1 have the same order"
-        assert all(s.bytes_sent == 0 for s in res.stats), f"K={K}: a rank sent a message"
-        print(f"ok: rank_epochs with K={K}")
-    print("public tests passed; the grader also tries K up to 9, K > n, drop_last, resume and separate processes")
+def _tape(n, epoch, seed, positions):
+    return np.random.default_rng(seed + epoch).permutation(n)[np.asarray(positions) % n]
+
+
+def run_public_tests(resume_indices, agree_progress, replay):
+    # 10 samples read by 2 ranks for 2 steps of 1 (positions 0..3), then by 3 ranks from position 4
+    for r in range(3):
+        got = resume_indices(10, 3, r, 1, 4, 4)
+        assert isinstance(got, np.ndarray) and got.dtype == np.int64, "resume_indices must return an int64 array"
+        want = _tape(10, 1, 4, [4 + r + 3 * j for j in range(2)])
+        np.testing.assert_array_equal(got, want, err_msg=f"resume_indices(10, K=3, rank={r}, consumed=4): "
+                                                         f"tape positions 4 + r + 3j")
+    np.testing.assert_array_equal(resume_indices(10, 3, 1, 1, 4, 4, drop_last=True), _tape(10, 1, 4, [5, 8]),
+                                  err_msg="drop_last=True: floor((n - consumed) / K) entries per rank")
+    np.testing.assert_array_equal(resume_indices(10, 4, 3, 0, 0, 8), _tape(10, 0, 0, [11]),
+                                  err_msg="K=4 after 8 of 10: the padding is the order again from its start")
+    assert resume_indices(10, 2, 0, 0, 0, 10).size == 0, "consumed >= n: the epoch is over, nothing is left"
+    print("ok: resume_indices follows the tape on n=10")
+
+    reads = replay(13, 0, 3, False, [(2, 2, 1), (3, -1, 1)])
+    counts = np.bincount(reads[:, 2], minlength=13)
+    assert counts.min() == 1 and counts.max() == 1, "2 ranks for 2 steps, then 3 ranks: every sample exactly once"
+    print("ok: replay of a K=2 -> 3 epoch reads every sample once")
+
+    rows = np.array([[0, 0, 2, 3], [0, 0, 2, 2]], dtype=np.int64)  # old rank 1 did not complete step 3
+    for K, share in ((1, [rows]), (2, [rows[:1], rows[1:]]), (3, [rows[:1], rows[1:], rows[:0]])):
+        res = cluster.run(lambda comm, n: agree_progress(comm, n, share[comm.rank]), K, backend="sim", args=(20,),
+                          timeout=30)
+        for r, v in enumerate(res.values):
+            np.testing.assert_array_equal(np.asarray(v), [0, 4], err_msg=f"K={K}, rank {r}: [epoch, consumed]")
+        assert all(s.bytes_sent <= 2 * (K - 1) * 32 for s in res.stats), f"K={K}: more than a few integers sent"
+        print(f"ok: agree_progress with K={K}, bytes sent per rank {[s.bytes_sent for s in res.stats]}")
+    print("public tests passed; the grader also tries K up to 9, K > n, several changes of K, drop_last, "
+          "rows in two epochs, progress past 2**31 and 2 real processes")

@@ -256,26 +256,39 @@ print(f"elastic resume: all {n} samples read, {counts.sum() - n} padded repeat(s
       f"{(bad > 1).sum()} samples on K'=3 and never reads {steps_done * b * 4} on K'=8")
 
 # %% [markdown]
-# ## Exercise 5 (lab): Lab 8, the sharded sampler
+# ## Exercise 5 (lab): Lab 8, the elastic sampler
 #
 # The lab is `labs/lab08-sharded-sampler`. Its reference solution is the solution blocks of
 # `labs/lab08-sharded-sampler/lab08-sharded-sampler.py`; the hidden tests, rubric and mutants are in
-# `grading/lab08-sharded-sampler/` (`tests.py`, `rubric.yaml`, `mutants/`).
+# `grading/lab08-sharded-sampler/` (`tests.py`, `rubric.yaml`, `mutants/`). It is Exercise 4 made
+# exact and distributed: the chapter's sampler resumes only on the same K; the lab's resumes when K
+# changes, any number of times in an epoch.
 #
-# **Key ideas the answer must have.** The student writes `shard_indices` and `rank_epochs`. The order
-# is a permutation drawn from `seed + epoch` with NumPy's generator (so every rank derives the same
-# order alone and each epoch differs); it is padded to $K\lceil n/K\rceil$ by repeating from its start,
-# or cut to $K\lfloor n/K\rfloor$ with `drop_last`; rank $r$ takes every $K$-th entry from $r$ (the
-# interleaved split, as torch does); `start` drops the first `start` entries of the rank's own list.
-# `rank_epochs` only calls it for each epoch: zero messages, because agreement comes from determinism.
+# **Key ideas the answer must have.** The student writes `resume_indices` and `agree_progress`. The
+# epoch is read along a tape whose position p holds `order[p % n]` (the permutation of `seed + epoch`,
+# then the order again as padding: the lab fixes this, where Exercise 4's sketch repeats the suffix). A
+# run of K ranks that starts at tape position c gives rank r the positions $c + r + Kj$ for
+# $j < \lceil (n-c)/K \rceil$ (or the floor with `drop_last`, none once $c \ge n$): so every completed
+# step reads the next $Kb$ positions, the job's progress is one global count, and a second or third
+# change of K resumes exactly too. With $c = 0$ it is torch's `DistributedSampler`. `agree_progress`
+# turns each saved row `(epoch, start, K_old, done)` into the progress `epoch * n + start + K_old * done`
+# (K_old from the row, in int64: it passes $2^{31}$), takes the minimum locally (a rank without rows
+# contributes the identity, not 0), and all-reduces the minimum of one integer with `comm.send`/`recv`
+# (the reference uses a dissemination all-reduce: $\lceil\log_2 K\rceil$ messages per rank, fine for any K
+# because min is idempotent); every rank then decodes `[g // n, g % n]`.
 #
 # **Mistakes the rubric catches** (from `mutants/`):
-# - a contiguous block per rank instead of the interleaved `order[r::K]` (`block_split`), or torch's
-#   `randperm` instead of the lab's NumPy rule (`torch_permutation`): the right sets, the wrong lists,
-#   so the `spec` and `resume` tests fail;
-# - mishandled uneven $n$: no padding (samples lost), `drop_last` ignored (samples twice), or unequal
-#   list lengths (`no_padding`, `drop_last_ignored`, `unequal_lengths`), caught by `exactly_once`;
-# - seeding with `seed` alone (every epoch the same order) or never seeding (`same_permutation_every_epoch`,
-#   `unseeded_random`), caught by `reshuffled` and `deterministic`; a resume that restarts at 0 or at
-#   `start + 1`; and a rank 0 that draws the order and sends it (`rank0_broadcasts`), which loses the
-#   `no_messages` points although its lists are right.
+# - the course's `shard_indices` with `start = consumed // K` (`pasted_course`, `library_answer`): right
+#   when K is unchanged (`same_k`), wrong after a change (`k_changes`, `schedules`); restarting the epoch
+#   on the new K (`restart_epoch`) or skipping `consumed` entries of each rank's list (`skips_consumed_per_rank`);
+# - the wrong list: no padding, so unequal counts (`unequal_counts`), the course's length
+#   $\lceil n/K\rceil - \lfloor c/K \rfloor$ (`course_length`), a contiguous block of the remainder, which
+#   reads no prefix of the tape when the run is interrupted (`block_of_remainder`, caught by the
+#   multi-change `schedules`), padding from the unread samples (`remainder_padding`), int32 indices or
+#   torch's permutation (`int32_indices`, `torch_permutation`: consistent, so `schedules` pass);
+# - the wrong agreement: the new K interpreting the old rows, max instead of min, `done` off by one,
+#   epoch and position reduced apart, ranks without rows reporting 0, progress computed in the int32 the
+#   rows came in, rank 0 keeping the answer, or no message at all (`new_k_reads_old_rows`, `max_not_min`,
+#   `done_plus_one`, `elementwise_min`, `empty_rank_zero`, `keeps_row_dtype`, `rank0_only`,
+#   `local_only`), caught by `agree`; and the right answer with every
+#   rank's rows sent to rank 0 (`gathers_rows`), caught by `traffic`.
