@@ -25,7 +25,7 @@ PASTED_PENDING = {"lab01-sharded-gradient", "lab02-vector-clocks", "lab04-ring-a
                   "lab10-error-feedback-compression", "lab11-embedding-paramserver",
                   "lab14-fedavg-dropout", "lab16-zero-and-tensor-parallel",
                   "lab17-expert-parallel-moe", "lab18-resumable-training", "lab21-asha-scheduler",
-                  "lab24-paged-kv-cache", "lab25-sharded-topk-merge", "lab35-robust-aggregation"}
+                  "lab24-paged-kv-cache", "lab35-robust-aggregation"}
 
 
 @pytest.mark.parametrize("lab_name", LABS)

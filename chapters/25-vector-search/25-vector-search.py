@@ -474,13 +474,15 @@ print(f"at our HNSW's {best_ours[2]:.0f} queries/s on this machine, one {price.i
 # %% [markdown]
 # ## 8. Exercises
 #
-# 1. **Lab 25: the sharded top-$k$ merge.** Write the per-shard top-$k$ and the merge over the
-#    communicator so that the answer equals the global top-$k$ for any $K$, with ties and empty
-#    shards, while each shard sends at most $k$ pairs per query (`labs/lab25-sharded-topk-merge`).
+# 1. **Lab 25: an exact top-$k$ that sends less.** A shard that knows an upper bound on the global
+#    $k$-th distance can keep back candidates that cannot win. Build the two-round threshold protocol:
+#    each shard's best $\lceil k/K \rceil$ first, a threshold back from the root, then only the
+#    candidates under it; exact for any $K$, with ties and empty shards (`labs/lab25-sharded-topk-merge`).
 # 2. **IVF-PQ.** Encode each vector's *residual* to its IVF centroid with PQ and search with
 #    `nprobe` lists. Plot recall against bytes per vector beside plain PQ.
-# 3. **Early termination.** A shard that knows the root's current $k$-th distance can skip sending
-#    candidates that cannot win. Design the two-round protocol and measure the bytes it saves.
+# 3. **Early termination, measured.** With the protocol of Lab 25, how many bytes does a query save
+#    against the one-round merge at $K = 8$ on a base split in random blocks, and what does the second
+#    round trip cost in latency?
 # 4. **Sharding by cluster.** Put whole IVF lists on shards instead of random blocks, and send each
 #    query only to the shards that hold its `nprobe` lists. What happens to load balance with the
 #    shifted inserts of Section 6?

@@ -18,30 +18,37 @@ base, queries = datasets.vector_data(N, NQ, DIM, clusters=64, seed=SEED)
 D_true, I_true = V.knn(queries, base, KTOP)
 
 # %% [markdown]
-# ## Exercise 1 (lab): Lab 25, the sharded top-k merge
+# ## Exercise 1 (lab): Lab 25, an exact sharded top-k that sends fewer than k candidates per shard
 #
-# The lab is `labs/lab25-sharded-topk-merge`. Its reference solution is the solution blocks of
-# `labs/lab25-sharded-topk-merge/lab25-sharded-topk-merge.py`; its hidden tests and mutants are in
-# `grading/lab25-sharded-topk-merge/` (`tests.py`, `rubric.yaml`, `mutants/`).
+# The lab is `labs/lab25-sharded-topk-merge`. It asks for the two-round threshold protocol that
+# Exercise 3 motivates, graded message by message (the chapter's one-round scatter-gather, which sends
+# k pairs per rank, is the starting point, not the answer). Its reference solution is the solution
+# blocks of `labs/lab25-sharded-topk-merge/lab25-sharded-topk-merge.py`; its hidden tests and mutants
+# are in `grading/lab25-sharded-topk-merge/` (`tests.py`, `rubric.yaml`, `mutants/`).
 #
-# **Key ideas of the answer.** Each rank owns block $r$ of the base by `block_range` (uneven, possibly
-# empty), computes its local top-$\min(k, n_r)$ by the order rule (distance, then the smaller id, all
-# candidates tied with the $k$-th kept until the id decides), shifts its local ids by its block's
-# offset, and sends at most $k$ (distance, id) pairs per query. Rank 0 concatenates its own and the
-# $K-1$ received lists, drops padding (id $-1$), and applies the same order rule to keep $k$. The
-# argument for exactness: a vector beaten by $k$ vectors of its own shard is beaten by them globally,
-# so the global top-$k$ is inside the union of the local top-$k$ lists. The traffic is
-# $k \cdot (4 + 8)$ bytes per query per shard, independent of the shard size.
+# **Key ideas of the answer.** With m = ceil(k/K), every rank computes its local top-k by the order rule
+# (distance, then the smaller global id = offset + row, int64) and ranks r > 0 send their best m pairs
+# per query (round 1). Rank 0 puts its own best m beside them and takes tau = the k-th smallest of
+# those K m distances (+inf with fewer than k): K m >= k real candidates lie at or under tau, so the
+# true k-th distance is at most tau. Rank 0 sends tau, one number per query in the data's dtype. In
+# round 2 a rank sends int64 counts and the flat (distance, id) pairs of its candidates after the first
+# m with distance <= tau (equal to tau included: a vector at tau can win on its id), at most k - m per
+# query (a shard holds at most k of the answer). Rank 0 merges its own top-k, the round-1 lists and the
+# round-2 pairs. Anything over tau is beaten by k candidates already at rank 0, so the merge is exact.
+# When a query's neighbours are spread over the shards (random rows of a clustered base), tau is tight
+# and a rank far from the query sends m pairs and little else: about (K-1) m + a few pairs per query
+# instead of (K-1) k, for one more round trip.
 #
 # **Mistakes the mutants catch.**
-# - id bookkeeping: forgetting the offset (each shard reports its own row numbers; the test message
-#   says "offset"), or breaking ties by the larger id (the tests say "smaller id");
-# - order: merging by id, or sorting descending (keeping the farthest);
-# - counts: sending $k-1$ candidates, or assuming every shard holds at least $k$ vectors (an
-#   `argpartition` at $k-1$ crashes on short or empty shards, which the tests build on purpose);
-# - the loop: an off-by-one that never receives the last shard;
-# - traffic: sending the whole shard (or patching the statistics to hide it), and importing the
-#   course library's scatter-gather instead of writing it.
+# - the threshold: tau from rank 0's own list only (not an upper bound: wrong answers), m = k // K
+#   (K m < k, tau is +inf and round 2 carries everything), tau sent as float32 on float64 data,
+#   every round-1 distance broadcast instead of tau;
+# - round 2: `< tau` instead of `<= tau` (ties at tau lost), no cap at k - m, the round-1 pairs sent
+#   again, ids as int32 on the wire;
+# - the order rule and ids: the offset forgotten, ties to the larger id, a merge stable by distance only,
+#   the expanded distance formula in float32, a partition that crashes on short shards;
+# - the protocol skipped: the chapter's one-round merge pasted (exact, but 45 of 100 points), every shard
+#   sent whole, the library's `search_shard` imported through `importlib`.
 
 # %% [markdown]
 # ## Exercise 2 (coding): IVF-PQ on residuals

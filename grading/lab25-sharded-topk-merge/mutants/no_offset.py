@@ -1,5 +1,5 @@
 # mutant: local ids are not offset: each shard reports its own row numbers
-# loses: ids, small_shards, correct_process
+# loses: ids, small_shards, correct_process, round1, threshold, round2
 # says: offset
-REPLACE = [("    gid = np.arange(offset, offset + len(shard), dtype=np.int64)",
-            "    gid = np.arange(0, len(shard), dtype=np.int64)")]
+REPLACE = [("    rows = np.arange(len(shard), dtype=np.int64) + np.int64(offset)",
+            "    rows = np.arange(len(shard), dtype=np.int64)")]

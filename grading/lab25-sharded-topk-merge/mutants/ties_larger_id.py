@@ -1,6 +1,5 @@
-# mutant: equal distances are broken by the larger id
+# mutant: equal distances are broken by the larger id, in the local lists and in the merge
 # loses: ids, small_shards, correct_process
 # says: smaller id
-REPLACE = [("        order = np.lexsort((gid, d))[:m]  # distance first, the id breaks ties",
-            "        order = np.lexsort((-gid, d))[:m]"),
-           ("        order = np.lexsort((I[r], D[r]))[:k]", "        order = np.lexsort((-I[r], D[r]))[:k]")]
+REPLACE = [("        pick = np.lexsort((rows, dist))[:width]", "        pick = np.lexsort((-rows, dist))[:width]"),
+           ("        order = np.lexsort((i, d))[:k]", "        order = np.lexsort((-i, d))[:k]")]
