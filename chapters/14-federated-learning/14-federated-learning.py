@@ -539,8 +539,8 @@ assert table[-1]["speedup"] > 1.0
 #    ring and a torus of 16 nodes, with the skewed split. Compare with FedAvg at equal bytes.
 # 5. **Privacy budget.** With `sigma_for_epsilon`, find the noise for $\varepsilon = 1, 3, 8$ at
 #    $\delta = 10^{-5}$ and 1000 steps, and plot test accuracy against $\varepsilon$.
-# 6. **Lab 14** (`labs/lab14-fedavg-dropout`): write the server's aggregation over the communicator
-#    when the grader decides which clients drop.
+# 6. **Lab 14** (`labs/lab14-fedavg-dropout`): SCAFFOLD, whose control variates correct the client
+#    drift that FedAvg shows on non-IID clients, over the communicator while the grader drops clients.
 #
 # ## 9. Research directions
 #

@@ -4,30 +4,45 @@ import numpy as np
 from scaleoutai import cluster
 
 
-def _expected(w0, data, rounds, lr, steps, crash, local_train):
-    w, out = np.array(w0, dtype=np.float64), []
-    for t in range(rounds):
-        reps = [(len(data[q][1]), local_train(w, *data[q], lr, steps)) for q in range(1, len(data))
-                if crash.get(q, rounds) > t]
-        total = sum(n for n, _ in reps)
-        if total > 0:
-            w = sum(n * m for n, m in reps) / total
-        out.append(w)
-    return np.array(out)
+def _expected(w0, data, rounds, lr, steps, lr_g, crash, grad):
+    """The protocol of the lab, serially: (w, c) after every round."""
+    d, n_clients = len(w0), len(data) - 1
+    w, c = np.array(w0, dtype=np.float64), np.zeros(d)
+    ctrl = {q: np.zeros(d) for q in range(1, len(data))}
+    rows = []
+    for t in range(int(rounds)):
+        ups = []
+        for q in [q for q in ctrl if crash.get(q, rounds) > t]:
+            v = w.copy()
+            for _ in range(steps):
+                v -= lr * (grad(v, *data[q]) - ctrl[q] + c)
+            old, ctrl[q] = ctrl[q], ctrl[q] - c + (w - v) / (steps * lr)
+            ups.append((v - w, ctrl[q] - old))
+        if ups:
+            w = w + lr_g * sum(u for u, _ in ups) / len(ups)
+            c = c + sum(v for _, v in ups) / n_clients
+        rows.append([w, c])
+    return np.array(rows)
 
 
-def run_public_tests(fedavg, local_train):
+def run_public_tests(client_round, scaffold, grad):
     rng = np.random.default_rng(3)
-    d = 4
-    for K, crash in ((2, {}), (3, {}), (4, {2: 1})):
+    d = 3
+    X, y = rng.standard_normal((6, d)), rng.standard_normal(6)
+    dy, dc = client_round(np.ones(d), np.zeros(d), np.zeros(d), X, y, 0.1, 1)
+    np.testing.assert_allclose(dy, -0.1 * grad(np.ones(d), X, y), rtol=1e-12, err_msg="one step, c = c_i = 0")
+    np.testing.assert_allclose(dc, grad(np.ones(d), X, y), rtol=1e-12, err_msg="option II after one step")
+    print("ok: client_round, one step")
+    for K, crash, lr_g in ((2, {}, 1.0), (3, {}, 0.5), (4, {2: 1}, 1.0)):
         sizes = [0] + [int(n) for n in rng.integers(2, 12, size=K - 1)]
         data = [(rng.standard_normal((n, d)), rng.standard_normal(n)) for n in sizes]
         w0 = rng.standard_normal(d)
-        res = cluster.run(lambda comm: fedavg(comm, w0, *data[comm.rank], 3, 0.05, 2), K, timeout=30,
+        res = cluster.run(lambda comm: scaffold(comm, w0, *data[comm.rank], 3, 0.05, 2, lr_g), K, timeout=30,
                           faults=cluster.Faults(crash=crash) if crash else None)
         got = res.values[0]
-        assert isinstance(got, np.ndarray) and got.shape == (3, d), "the server returns a (rounds, d) array"
-        np.testing.assert_allclose(got, _expected(w0, data, 3, 0.05, 2, crash, local_train), rtol=1e-10,
-                                   err_msg=f"global models, K={K}, drops {crash}")
-        print(f"ok: K={K}, clients dropping {crash or 'none'}")
-    print("public tests passed; the grader also tries K up to 8, empty clients, everyone dropping, 3 processes")
+        assert isinstance(got, np.ndarray) and got.shape == (3, 2, d), "the server returns a (rounds, 2, d) array"
+        np.testing.assert_allclose(got, _expected(w0, data, 3, 0.05, 2, lr_g, crash, grad), rtol=1e-10,
+                                   atol=1e-13, err_msg=f"(w, c) after each round, K={K}, drops {crash}")
+        print(f"ok: K={K}, lr_g={lr_g}, clients dropping {crash or 'none'}")
+    print("public tests passed; the grader also tries K up to 8, empty clients, everyone dropping, "
+          "heterogeneous clients against FedAvg, 3 processes")

@@ -377,27 +377,32 @@ ax.set(xscale="log", xlabel="epsilon", ylabel="test accuracy")
 plt.close(fig)
 
 # %% [markdown]
-# ## Exercise 6 (lab): the FedAvg server under dropout
+# ## Exercise 6 (lab): SCAFFOLD under dropout
 #
-# The lab is `labs/lab14-fedavg-dropout`. Its reference solution is the solution blocks of
+# The lab is `labs/lab14-fedavg-dropout` (the slug is historical: the lab now asks for SCAFFOLD,
+# Karimireddy et al., ICML 2020, the control-variate correction of client drift that Section 9 names
+# and the course does not implement). Its reference solution is the solution blocks of
 # `labs/lab14-fedavg-dropout/lab14-fedavg-dropout.py`; the hidden tests, the rubric and the mutants are
 # in `grading/lab14-fedavg-dropout/`.
 #
-# **Key ideas.** The server keeps a list of client ranks it still hears from. Every round it sends
-# $w_t$ to each of them, then receives from each in turn; a `cluster.PeerCrashedError` from `recv`
-# means that client is gone, so it is removed from the list for this and every later round and never
-# sent to again. The new model is $\sum_k n_k w_k / \sum_k n_k$ over exactly the clients that
-# reported *this* round, with $n_k$ taken from their own messages; if that total is zero (nobody
-# reported, or only empty clients) the server keeps $w_t$. Clients send one message with $n_k$ and
-# their model, never a row of data. The server returns its model after every round as a
-# (rounds, d) float64 array.
+# **Key ideas.** Each client keeps a control variate $c_i$ (its gradient estimate) and the server
+# keeps $c$ (their average); both start at 0. A round sends one message $(w, c)$ to every client the
+# server still hears from; the client takes `steps` steps $y \leftarrow y - \eta(g_i(y) - c_i + c)$,
+# sets $c_i^+ = c_i - c + (w - y)/(\text{steps}\,\eta)$ (option II) and reports
+# $(\Delta y, \Delta c_i)$ in one message of $2d$ numbers. The server sets
+# $w \leftarrow w + \eta_g \frac{1}{|S|}\sum_{S} \Delta y_i$ (uniform weights) and
+# $c \leftarrow c + \frac{1}{N}\sum_{S} \Delta c_i$ with $N$ = all clients, so $c$ stays the average of
+# every $c_i$, the frozen one of a dropped client included. A `cluster.PeerCrashedError` from `recv`
+# removes the client for good; with nobody reporting, $(w, c)$ is kept. On heterogeneous clients the
+# corrected local steps no longer pull towards each client's own optimum, and the model reaches the
+# optimum of $\frac{1}{N}\sum_i f_i$ where FedAvg with the same steps stops short.
 #
-# **Mistakes the rubric catches.** (1) Averaging without the weights, or dividing the weighted sum
-# by $K$ instead of the reported $\sum n_k$ (mutants `unweighted_mean`, `divides_by_k`). (2) Mishandling
-# dropout: counting a dropped client as a zero model, or keeping its old $n_k$ in the denominator
-# (`dropped_as_zeros`, `all_counts`); and in the round where nobody reports, dividing by zero (NaN) or
-# returning zeros instead of keeping $w_t$ (`all_drop_nan`, `all_drop_zeros`). (3) Protocol slips: a
-# server loop that skips a client and deadlocks (`off_by_one_client`), sending the previous round's
-# model, or shipping the clients' data to the server, which the privacy test detects by inspecting the
-# messages (`sends_data`, `forged_stats`). Calling the library's `weighted_average` is also refused
-# (`library_answer`): the lab asks for the aggregation itself.
+# **Mistakes the rubric catches.** (1) The course's FedAvg pasted in (`pasted_course`): no control
+# variates, the drift test fails. (2) Control-variate slips: option I done as $c_i^+ = g_i(w)$
+# (`option_one`), a sign error in the correction (`sign_error`), $c$ never sent (`c_not_sent`), $c_i$
+# forgotten between rounds (`control_reset`), a client returning its last $\Delta c_i$
+# (`client_returns_delta`). (3) Aggregation slips: $c$ divided by $|S|$ instead of $N$
+# (`c_over_reporters`), a dropped client counted as a zero $\Delta y$ (`dropped_counted`), $\eta_g$
+# ignored (`lr_g_ignored`), FedAvg's $n_k$ weights (`n_weighted`), float32 reports (`float32_reports`).
+# (4) Protocol: sending to a dropped client (`keeps_sending_to_dropped`), shipping rows of data
+# (`sends_data`, caught from the recorded messages), the library through a hidden import (`library_answer`).

@@ -1,36 +1,39 @@
-# mutant: clients ship their rows (n_k, X_k, y_k) to the server, which trains for them: right models, data on the wire
+# mutant: clients ship their rows (X_k, y_k) to the server, which runs their rounds for them: right values, data on
+# the wire
 # loses: privacy
-# says: send the model, not data
+# says: not data
 import numpy as np
 
 
-def fedavg(comm, w, X, y, rounds, lr, steps):
+def scaffold(comm, w, X, y, rounds, lr, steps, lr_g):
     K, r = comm.size, comm.rank
     w = np.array(w, dtype=np.float64)
-    history = np.zeros((int(rounds), len(w)))
     d = len(w)
     if r:
+        c_i = np.zeros(d)
         for t in range(int(rounds)):
-            w_t = comm.recv(0)
-            comm.send(np.concatenate([[float(len(y))], X.ravel(), y]), 0)
-            history[t] = local_train(w_t, X, y, lr, steps)  # noqa: F821
-        return history
-    alive = list(range(1, K))
+            down = comm.recv(0)
+            comm.send(np.concatenate([X.astype(np.float64).ravel(), y.astype(np.float64)]), 0)
+            c_i = c_i + client_round(down[:d], down[d:], c_i, X, y, lr, steps)[1]  # noqa: F821
+        return c_i
+    c, cs, alive = np.zeros(d), {q: np.zeros(d) for q in range(1, K)}, list(range(1, K))
+    history = np.zeros((int(rounds), 2, d))
     for t in range(int(rounds)):
         for q in alive:
-            comm.send(w, q)
-        counts, models = [], []
+            comm.send(np.concatenate([w, c]), q)
+        dys, dcs = [], []
         for q in list(alive):
             try:
-                msg = comm.recv(q)
+                rows = np.asarray(comm.recv(q))
             except cluster.PeerCrashedError:  # noqa: F821
                 alive.remove(q)
                 continue
-            n = int(msg[0])
-            Xq, yq = msg[1:1 + n * d].reshape(n, d), msg[1 + n * d:]
-            counts.append(float(n))
-            models.append(local_train(w, Xq, yq, lr, steps))  # noqa: F821
-        if sum(counts) > 0:
-            w = sum(c * m for c, m in zip(counts, models)) / sum(counts)
-        history[t] = w
+            n = len(rows) // (d + 1)
+            dy, dc = client_round(w, c, cs[q], rows[:n * d].reshape(n, d), rows[n * d:], lr, steps)  # noqa: F821
+            cs[q] = cs[q] + dc
+            dys.append(dy)
+            dcs.append(dc)
+        if dys:
+            w, c = w + lr_g * np.mean(dys, axis=0), c + np.sum(dcs, axis=0) / (K - 1)
+        history[t] = w, c
     return history
