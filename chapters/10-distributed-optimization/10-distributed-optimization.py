@@ -440,7 +440,8 @@ assert times["local H=4"][KS[-1]] < times["sync"][KS[-1]]
 #    error feedback.
 # 4. **PowerSGD rank.** Sweep r from 1 to full rank on the MLP of Section 3 and plot final loss against
 #    bytes. Where does PowerSGD stop saving bytes relative to the dense all-reduce?
-# 5. **Lab 10.** Write the top-k all-reduce with error feedback yourself: `labs/lab10-error-feedback-compression`.
+# 5. **Lab 10.** One bit per coordinate: the scaled sign compressor with error feedback (EF-SignSGD),
+#    bit-packed on the wire, and why feedback rescues it: `labs/lab10-error-feedback-compression`.
 #
 # ## 9. Research directions
 #

@@ -339,24 +339,29 @@ ax.legend()
 plt.close(fig)
 
 # %% [markdown]
-# ## Exercise 5 (lab): Lab 10, top-k all-reduce with error feedback
+# ## Exercise 5 (lab): Lab 10, 1-bit sign compression with error feedback (EF-SignSGD)
 #
 # The lab is `labs/lab10-error-feedback-compression`. Its reference solution is the solution blocks of
 # `labs/lab10-error-feedback-compression/lab10-error-feedback-compression.py`; the hidden tests, rubric
 # and mutants are in `grading/lab10-error-feedback-compression/`.
 #
-# **Key ideas.** `topk_compress(vec, k)` keeps the $k$ entries of largest **absolute** value (stable
-# ties: lower index first), handling $k = 0$ and $k > n$. `ef_topk_allreduce(comm, grad, k, residual)`
-# forms $p = g + e$, compresses *its own* $p$, all-gathers the $k$ (index, value) pairs of every rank
-# (sparse vectors cannot be summed inside a ring without expanding them), decodes and divides the sum
-# by $K$, and returns the new residual $e = p - C(p)$ computed from its own message. Traffic per rank
-# and step is at most $(K-1)\,k\,(8 + \text{itemsize})$ bytes; with disagreeing shards the residual is
-# what lets training reach the least-squares optimum.
+# **Key ideas.** The chapter's top-k sends (index, value) pairs; the lab builds the compressor of
+# Karimireddy et al. (2019) instead: $C(p) = (\lVert p\rVert_1 / d)\,\mathrm{sign}(p)$ with
+# $\mathrm{sign}(0) = \mathrm{sign}(-0.0) = +1$, sent as ceil(d/8) packed bytes (coordinate 0 in the top
+# bit) and one scale. Expanding the square gives
+# $\lVert C(p) - p\rVert^2 = \lVert p\rVert^2 - \lVert p\rVert_1^2 / d$, so $C$ is a delta-approximate
+# compressor with $\delta = \lVert p\rVert_1^2 / (d \lVert p\rVert_2^2)$; only the L1 scale gives that
+# identity. `ef_sign_allreduce(comm, grad, residual)` forms $p = g + e$, all-gathers one uint8 frame (bits,
+# then the scale's bytes) per rank, decodes and averages the $K$ vectors, and keeps $e = p - C(p)$. Traffic
+# per rank and step is at most $(K-1)(\lceil d/8\rceil + 8 + 16)$ bytes; with disagreeing shards the
+# residual takes training to the least-squares optimum, where plain scaled signSGD stalls above 1.1x.
 #
-# **Mistakes the rubric catches** (`mutants/`): dropping or mishandling the residual (never added,
-# returned unchanged, or with the wrong sign $C(p) - p$: `no_error_feedback`, `residual_not_updated`,
-# `residual_wrong_sign`), which the `residual` and `training` tests catch; selecting by signed value or
-# at random, or $k+1$ entries (`signed_topk`, `random_k`, `k_off_by_one`); compressing **after** a dense
-# average, or returning the sum instead of the mean (`compress_after_average`,
-# `sums_instead_of_average`); and sending dense vectors, even when the answer is right or the stats are
-# patched to look sparse (`sends_dense`, `forged_stats`), which the grader's own byte count catches.
+# **Mistakes the rubric catches** (`mutants/`): the course's top-k pasted in (`pasted_course`); unscaled
+# signs or an L2 scale, which break the delta identity (`unscaled_sign`, `l2_scale`); a zero or a negative
+# zero sent as minus (`zero_is_negative`, `signbit_negative_zero`); packing and unpacking in different bit
+# orders, or decoding the padding bits (`bit_order_mismatch`, `unpacks_padding`); dropping the residual,
+# keeping $p - \mathrm{sign}(p)$, or scaling by the gradient instead of $p$ (`no_error_feedback`,
+# `residual_unscaled_sign`, `scale_from_grad`); dividing by $K - 1$ (`divides_by_k_minus_1`); a dense
+# all-reduce (`dense_average`, which the no-feedback training case exposes: it does not stall); and
+# traffic beyond one packed frame per hop, even with forged statistics (`int8_on_wire`, `two_messages`,
+# `forged_stats`), which the grader's own byte count catches.

@@ -1,14 +1,10 @@
-# mutant: sends dense vectors and patches comm.stats to look like k pairs per step
+# mutant: sends dense vectors and patches comm.stats to look like ceil(d/8) bytes per hop
 # loses: traffic
-def ef_topk_allreduce(comm, grad, k, residual):
+def ef_sign_allreduce(comm, grad, residual):
     p = grad + residual
     every = all_gather(comm, p).reshape(comm.size, p.size)
     total = np.zeros_like(p)
     for q in range(comm.size):
-        idx, vals = topk_compress(every[q], k)
-        total[idx] += vals
-    idx, vals = topk_compress(p, k)
-    mine = np.zeros_like(p)
-    mine[idx] = vals
-    comm.stats.bytes_sent = (comm.size - 1) * k * 12
-    return total / comm.size, p - mine
+        total += sign_decompress(*sign_compress(every[q]), p.size)
+    comm.stats.bytes_sent = (comm.size - 1) * (-(-p.size // 8) + p.itemsize)
+    return total / comm.size, p - sign_decompress(*sign_compress(p), p.size)

@@ -1,3 +1,4 @@
-# mutant: plain top-k: the residual is neither added nor kept
+# mutant: plain scaled signSGD: the residual is neither added nor kept
 # loses: allreduce, residual, correct_process, training
-REPLACE = [("    p = grad + residual\n", "    p = grad + 0 * residual\n"), ("    return total / comm.size, p - mine\n", "    return total / comm.size, np.zeros_like(p)\n")]
+REPLACE = [("    p = grad + residual\n", "    p = grad + 0 * residual\n"),
+           ("    return avg, (p - mine).astype(grad.dtype, copy=False)\n", "    return avg, np.zeros_like(grad)\n")]
