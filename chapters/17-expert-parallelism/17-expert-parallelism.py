@@ -532,8 +532,9 @@ plt.show()
 # 3. **Bytes model.** Count the tag and router bytes as well and make the model match `bytes_sent`
 #    exactly for every $K$ in `KS`.
 # 4. **Top-1 vs top-2.** Repeat section 7 with $k = 1$. How do speedup and bytes change?
-# 5. **Lab 17.** Implement `moe_forward_ep` yourself from the dense layer and `all_to_all`, and pass the
-#    checks in section 4 for $K \in \{1, 2, 3, 5, 8\}$ with drops.
+# 5. **Lab 17.** Drop nothing: a dropless expert-parallel layer with top-2 routing and renormalised
+#    gates, whose all-to-all sends exactly the routed rows (counts first, no capacity, no padding), and
+#    the load-balancing loss over the global batch (`labs/lab17-expert-parallel-moe`).
 #
 # ## 9. Research directions
 #

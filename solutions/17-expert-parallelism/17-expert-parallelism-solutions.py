@@ -277,24 +277,26 @@ print(f"busiest rank / mean at K = 8: top-1 {imbalance[1]:.2f}, top-2 {imbalance
 assert imbalance[1] > imbalance[2]
 
 # %% [markdown]
-# ## Exercise 5 (lab): the expert-parallel forward (Lab 17)
+# ## Exercise 5 (lab): a dropless expert-parallel MoE (Lab 17)
 #
 # The lab is `labs/lab17-expert-parallel-moe`. Its reference solution is the solution blocks of
 # `labs/lab17-expert-parallel-moe/lab17-expert-parallel-moe.py`; the hidden tests, rubric and mutants
-# are in `grading/lab17-expert-parallel-moe/`.
+# are in `grading/lab17-expert-parallel-moe/`. The lab goes past the chapter's capacity layer to the
+# MegaBlocks setting of Section 9: no capacity, nothing dropped, no padding.
 #
-# **Key ideas.** Route locally (softmax, top-$k$ over the *expert* axis with stable ties); all-gather
-# the $(k, E)$ count table so every rank can compute the *global* slot of each of its assignments
-# (all first choices before second choices, ranks in order, tokens in order) and the capacity
-# $C = \lceil C_f kT/E\rceil$ from the *global* $T$; keep an assignment iff its slot is $< C$; send each
-# kept row to the owner of its expert with one All-to-All (with its expert and slot), run each local
-# expert once on its slots, All-to-All the outputs back, and add them weighted by the gates into an
-# output of the tokens' dtype. Dropped assignments contribute nothing, exactly as in the dense layer.
+# **Key ideas.** Route locally: softmax, top-2 over the expert axis with stable ties (smaller id), gates
+# renormalised over the two. List the rank's assignments sorted by expert, then token. One all-to-all of a
+# (2, E) float64 summary (assignments and probability sums per expert) tells every owner how many rows
+# each sender will send (the counts step of a variable-sized all-to-all) and, summed in rank order, gives
+# the global f and p of L_aux = E sum f_i p_i on every rank. Then one all-to-all of exactly the routed rows
+# (no tags, no padding), each local expert once on all its rows, and one all-to-all of the outputs back,
+# added with `np.add.at` (a token's two experts may live on one rank) in the tokens' order and dtype.
 #
-# **Mistakes the rubric catches.** (1) Capacity errors: computing it from the rank's own tokens,
-# keeping $C + 1$, or never dropping (mutants `capacity_per_rank`, `capacity_off_by_one`,
-# `capacity_ignored`). (2) Routing and weighting errors: top-$k$ over the token axis, forgetting the
-# gates, a float64 output for float32 tokens (`topk_wrong_axis`, `gate_not_applied`, `float64_output`).
-# (3) Right numbers with the wrong traffic: sending every row to every rank (all-gather), gathering
-# everything to rank 0, or skipping communication (`every_row_to_every_rank`, `all_gather_tokens`,
-# `gather_to_root`, `no_communication`); the traffic test compares bytes with the All-to-All's.
+# **Mistakes the rubric catches.** (1) Routing: top-1 only, gates not renormalised (the course's
+# convention), ties to the larger id (`top1_only`, `gates_not_renormalised`, `ties_to_larger_id`).
+# (2) Combine: outputs written in expert order, fancy-index `+=` losing one of two rows from one rank, a
+# float64 output (`outputs_in_expert_order`, `same_rank_pair_once`, `float64_output`). (3) The loss on the
+# local batch or without E (`aux_local_batch`, `aux_missing_E`). (4) Right numbers, wrong traffic: padding
+# blocks to a capacity or sending expert tags (`padded_to_capacity`, `expert_tags_sent`), checked by exact
+# bytes per rank pair from the grader's trace. (5) The course's capacity layer pasted and adapted
+# (`pasted_course`) or called through importlib (`library_answer`).
