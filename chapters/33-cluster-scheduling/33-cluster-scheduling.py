@@ -388,6 +388,12 @@ for name, tr in (("user estimates", trace), ("exact estimates", exact)):
 #    duplicate. Test it with `cluster.Faults(loss=0.2, seed=...)` on every rank.
 # 6. Replay the job set of Section 5 on Slurm with `SchedulerParameters=bf_max_job_test=1`. Which
 #    policy does Slurm match now, and why?
+# 7. **Lab 33 (`labs/lab33-easy-backfill`): EASY over CPUs and GPUs, online.** The simulators here schedule
+#    one resource and know each runtime when a job starts. Build EASY backfill as an online scheduler
+#    (arrivals and ends in, start decisions out) for jobs that ask for CPUs *and* GPUs and state a limit
+#    they may overrun (a job is killed at its limit), then drive it from a controller whose K login nodes
+#    hold the jobs and report when they end. Graded on legality (both capacities, the head's reservation)
+#    and start for start against a single-machine simulator, for integer and float times.
 #
 # ## 9. Research directions
 #

@@ -462,3 +462,30 @@ assert fifo.start.tolist() == [0, 6, 6, 10, 10]          # the hand-worked times
 assert sl.start_order(easy_variant(small, 8, 4).start) == sl.start_order(sc.simulate(small, 8, "easy").start)
 print("window 1 and 2: FIFO order", sl.start_order(fifo.start), "; window 4: EASY order",
       sl.start_order(easy_variant(small, 8, 4).start))
+
+
+# %% [markdown]
+# ## Exercise 7 (lab): Lab 33, EASY backfill over CPUs and GPUs, online, with jobs killed at their limit
+#
+# The lab is `labs/lab33-easy-backfill`. Its reference solution is the solution blocks of
+# `labs/lab33-easy-backfill/lab33-easy-backfill.py`; its hidden tests, rubric and mutants are in
+# `grading/lab33-easy-backfill/` (`tests.py`, `rubric.yaml`, `mutants/`). The grader compares `replay`
+# start for start with its own simulator (written from scratch in `tests.py`, re-deriving the running set
+# at every event) on seeded traces: empty and one-job traces, one resource, two resources with integer
+# times (bursts, so many limit ends tie) and float times, and jobs killed at their limit; it checks the
+# legality of every returned schedule itself (no start before submission, CPUs and GPUs within capacity,
+# the head never after its two-resource reservation at any event); and it runs `easy_cluster` for K = 1,
+# 2, 3, 5, 8 (more ranks than jobs), a rank without jobs and 2 real processes, reading the protocol from
+# its own trace (a job table without runtimes, one [id, t] start and one end reply per job, one stop).
+#
+# **Key ideas of the answer.** The scheduler keeps free CPUs and GPUs, the FIFO queue and, per running
+# job, its limit end s + l, the only end it may plan with. At an event it starts heads while both
+# resources fit; the head's shadow time is the first limit end, walking them in order and releasing
+# every job of a tie together, at which the head fits in both resources, and the extra is one number
+# per resource, what is free then minus the head's request. A later job that fits now starts if it ends
+# by its limit no later than the shadow time, or if it fits in both extras, which it then reduces. The
+# head is safe in both resources because every job ends by s + l, killed there if it runs longer: so
+# the event loop (or the login node that owns the job) reports the end s + min(r, l), and the scheduler
+# never sees r. The chapter's `simulate_easy` pasted in fails three ways: its shadow and extra count one
+# resource, its shadow walk stops at the first job of a tie, and its jobs end at their runtime; the
+# `pasted_course` mutant keeps under half the points.
