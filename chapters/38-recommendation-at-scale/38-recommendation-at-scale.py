@@ -577,6 +577,12 @@ assert table[-1]["speedup"] > 0.5 * KS[-1]
 #    to the least loaded rank) and compare with replication of the hottest rows, in load and bytes.
 # 6. **Row-wise Adagrad.** Keep one accumulator per row instead of one per number (the DLRM optimizer).
 #    Does the sharded run still equal a dense reference you write for it? What does it save?
+# 7. **Lab 38: a training step that moves each row once.** Put Exercises 2 and 6 into one step of the
+#    row-sharded EmbeddingBag, forward, backward and update: each rank asks each owner for the distinct ids
+#    of its bags once, pools its bags locally (sum, mean, per-sample weights), returns one gradient row per
+#    distinct id, and each owner applies SGD or row-wise Adagrad to the rows it was asked for. It must
+#    equal torch's EmbeddingBag and one optimizer step on the whole table for any $K$, placement and bag,
+#    empty ones included, and the grader reads every message (`labs/lab38-sharded-embedding-backward`).
 #
 # ## 9. Research directions
 #

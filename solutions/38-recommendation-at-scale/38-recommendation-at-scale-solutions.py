@@ -393,3 +393,36 @@ assert np.allclose(saving, 1 - (D + 1) / (2 * D))
 print(f"sharded row-wise Adagrad (K = 3, {STEPS6} steps) == dense reference, largest gap {gap:.1e}; "
       f"largest rank {per_coord.max() / 1e3:.1f} kB -> {rowwise_mem.max() / 1e3:.1f} kB "
       f"(table part {saving[0]:.0%} smaller)")
+
+# %% [markdown]
+# ## Exercise 7 (lab): Lab 38, a training step of the row-sharded EmbeddingBag that moves each row once
+#
+# The lab is `labs/lab38-sharded-embedding-backward`. It asks for Exercises 2 and 6 built as one
+# distributed step (the chapter's `sharded_bag_forward` and `sharded_bag_backward`, which send a (local
+# row, segment) pair per entry and a partial sum per (bag, owner) segment both ways, are the starting
+# point, not the answer). Its reference solution is the solution blocks of
+# `labs/lab38-sharded-embedding-backward/lab38-sharded-embedding-backward.py`; its hidden tests and
+# mutants are in `grading/lab38-sharded-embedding-backward/` (`tests.py`, `rubric.yaml`, `mutants/`).
+#
+# **Key ideas of the answer.** Rank r takes the distinct ids of its bags in increasing order with the
+# inverse map (ids == uniq[inv]) and sends each owner j one int64 message of the distinct ids j owns,
+# empty if none, so every owner knows when it has heard everyone. Owner j finds each asked id's local
+# row by a binary search in its own sorted ids (never id // K: placements are arbitrary) and replies
+# with those rows in the order asked. Rank r pools every bag from its single copy of each row, locally,
+# so the per-sample weights never travel; mean divides by the bag length and an empty bag stays zero.
+# The backward is the transpose: entry e of bag b contributes w_e G[b] (sum) or G[b]/|b| (mean) to its
+# id, added with np.add.at (a fancy-index += keeps one duplicate), and r sends owner j one summed row
+# per id of its request. The owner adds the rows from every rank, its own bags included, and updates
+# only the rows somebody asked for: SGD, or row-wise Adagrad with one accumulator per row, a += mean of
+# g squared over the d columns first, then e -= lr g / (sqrt(a) + eps). Each row's gradient is complete
+# on its owner before the update, so the result equals one dense step for every K.
+#
+# **What it grades.** Pooled bags and updated rows and accumulators against torch's embedding_bag and
+# one step on the whole table (K = 1, 2, 3, 5, 8 and K > V, mod, block, random and one-owner placements,
+# ranks without rows or bags, empty bags, sum, mean and weights, float32 and float64, 2 real processes),
+# and, from the grader's recorded messages on bags that repeat hot ids, exactly one request of the
+# distinct ids, one reply of exactly those rows and one summed gradient row per id per ordered pair,
+# and nothing else (55 points). The chapter's protocol pasted keeps 45. **Mistakes the mutants catch:**
+# the mean's 1/|b| or the weights forgotten in the backward, duplicates overwritten, the stale or summed
+# Adagrad accumulator, the owner's own gradients dropped, local rows by id // K, np.add.reduceat on empty
+# bags, int32 ids or float64 rows on the wire, the whole shard sent back, a table all-gather on the side.
