@@ -457,6 +457,11 @@ assert table[1]["speedup"] > 1.0
 #    $n$ batches stops holding the watermark back. Which events can become late because of it?
 # 5. **Drift.** Replace the constant step size with one that adapts to the prequential error (larger
 #    when the error rises). Measure its error against plain online SGD for three values of `DRIFT`.
+# 6. **Lab 9 (`labs/lab09-session-windows`): session windows over source partitions.** Read P
+#    partitions on K ranks, keep a watermark per partition and window by **sessions** (a gap of $g$
+#    without events closes a key's session; an event may bridge two). Carry each rank's watermark in
+#    the same message as the events it ships, so a step costs one message per pair of ranks, and match
+#    a single-machine replay for every $K$ and every interleaving of the partitions.
 #
 # ## 9. Research directions
 #

@@ -410,3 +410,32 @@ assert summary[0.0][1] <= 1.02 * summary[0.0][0]
 assert summary[0.01][1] < summary[0.01][0] and summary[0.05][1] < 0.8 * summary[0.05][0]
 assert summary[0.0][2] < summary[0.01][2] <= summary[0.05][2]  # the step grows with the drift
 assert summary[0.05][3] > summary[0.05][0]  # the literal rule shrinks its step and loses under drift
+
+# %% [markdown]
+# ## Exercise 6 (lab): Lab 9, session windows over source partitions with in-band watermarks
+#
+# The lab is `labs/lab09-session-windows`. Its reference solution is the solution blocks of
+# `labs/lab09-session-windows/lab09-session-windows.py`; its hidden tests and mutants are in
+# `grading/lab09-session-windows/` (`tests.py`, `rubric.yaml`, `mutants/`).
+#
+# **What it grades.** Every rank's emitted sessions (key, [first time, last time + gap), count, sum) on
+# the rank that owns the key, the step at which each one is emitted, and the number of late events,
+# against the grader's single-machine replay of the same delivery schedule, for K = 1 to 7, K larger than
+# the number of partitions and of keys, empty partitions, partitions that start late or finish early,
+# int, float and epoch-millisecond times, several seeded interleavings of one set of logs and two real
+# processes; and, from the grader's trace and recorded messages, exactly one float64 frame per ordered
+# pair of ranks per step, holding the sender's watermark and only its on-time events for the receiver.
+#
+# **Key ideas of the answer.** A partition's watermark is its largest delivered time minus delta, -inf
+# before its first event and +inf once it has delivered its last one; a rank folds its partitions into
+# their minimum (+inf when it reads none) and puts that number at the head of every frame it sends, so
+# after one exchange every rank holds W(i), the minimum over all partitions, without an all-reduce. An
+# event is late against W(i-1), which every rank already knows when it reads the step's events, so late
+# events are dropped and counted before the send. Sessions merge incrementally (an event absorbs every
+# open session of its key that overlaps [t, t + gap)), and a session is emitted at the first step whose
+# W(i) is at or past its end: every later on-time event has t >= W(i) >= end, so it can neither fall
+# inside nor within gap of the session, and the streaming output equals the batch sessionization of the
+# on-time events whatever K and however the partitions interleave. The chapter's tumbling windows and
+# its all-reduced maximum, pasted in, score nothing: the windows differ, the maximum turns a slow
+# partition's events late, and the watermark costs messages of its own.
+
