@@ -538,6 +538,13 @@ print(f"2 processes: equal to the power iteration ({time.perf_counter() - t0:.1f
 #    on the community graph: which gives the lower variance of the 2-layer output for the batch?
 # 6. **Feature caching.** Keep the features of the 10 % highest-degree remote vertices cached on every
 #    rank and measure how much of the fetched traffic of Section 4 disappears.
+# 7. **Lab 13 (`labs/lab13-halo-gnn-backward`): full-graph training needs gradients through the halo.**
+#    Section 4 trained on sampled batches, where features are inputs and only weight gradients travel.
+#    Without sampling, a layer's input is the previous layer's output and needs a gradient too. Over an
+#    edge-cut where each rank holds its own rows and the in-edges of its own vertices, write one
+#    mean-aggregation SAGE layer's forward and backward: fetch each distinct ghost row once, and send the
+#    gradient of every ghost row back to the rank that owns it. The grader compares every output with one
+#    computation of the whole graph and counts the bytes between every pair of ranks.
 #
 # ## 9. Research directions
 #

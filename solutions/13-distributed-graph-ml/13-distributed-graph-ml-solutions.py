@@ -361,3 +361,27 @@ for name, parts_c in (("hash", GP.hash_partition(N_C, K)), ("LDG", GP.ldg_partit
           f"({saved:.0%} of the feature traffic gone, {without.sum() * 16 * 8 / 1e3:.0f} kB -> "
           f"{with_cache.sum() * 16 * 8 / 1e3:.0f} kB)")
     assert saved > 0.10  # more than the cached share of vertices: sampling favours high degree
+
+
+# %% [markdown]
+# ## Exercise 7 (lab): Lab 13, a full-graph GNN layer with the backward pass through the halo
+#
+# The lab is `labs/lab13-halo-gnn-backward`; its answer is the solution blocks of
+# `labs/lab13-halo-gnn-backward/lab13-halo-gnn-backward.py`, and its hidden tests, rubric and mutants are
+# in `grading/lab13-halo-gnn-backward/` (`tests.py`, `rubric.yaml`, `mutants/`). The chapter's
+# `fetch_features` is the forward half only; the lab grades what full-graph training adds to it.
+#
+# **Key ideas of the answer.** A rank lists the distinct remote sources of its in-edges per owner (its
+# ghosts) and sends each owner that list once, as int64 ids; from then on both sides know the order, so
+# the forward sends only values: each owner ships the requested rows, the rank appends them after its own
+# rows and aggregates with an unbuffered scatter-add (a repeated edge counts twice, a vertex without
+# in-edges gets zero). The backward scales dOut by 1/deg at the destination, scatters it along every local
+# edge to the source's local row, multiplies by the transposed W_l, and ships the rows that belong to
+# ghosts back in the order they came; the owner adds them (several ranks may hold the same ghost) to its
+# own share and to dOut times the transposed W_r. The weight gradients are sums over owned rows, so each
+# rank returns its share and the all-reduce of Section 4 is left out. Each distinct ghost crosses once
+# each way, which is why the per-pair byte bound holds and why an all-gather of X or one row per cut edge
+# fails it. The hidden tests cover K = 1, 2, 3, 5 and K > n, uneven, reversed and random owners, ranks that
+# own nothing, self-loops, repeated edges, a hub, float32 and float64, 2 real processes, and the bytes of
+# every ordered pair of ranks; the chapter's forward fetch with the features treated as inputs (the
+# `pasted_course` mutant) keeps about a third of the points.
