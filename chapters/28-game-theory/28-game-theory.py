@@ -564,6 +564,11 @@ for n, pairs, k, t_se, t_lh in enum_rows:
 #    game. Show that the joint empirical distribution of play satisfies the coarse correlated equilibrium
 #    inequalities up to a gap that falls as $1/\sqrt{T}$, while the product of the average strategies
 #    need not be a Nash equilibrium.
+# 6. **Lab 28: CFR+ on a cluster.** Solve Kuhn poker with N cards by CFR+ (regret matching+ with the
+#    regrets floored at zero, alternating updates, a linearly weighted average) with the information sets
+#    sharded by card over K ranks, each rank holding only its shard of a checkpoint. Decide what a rank
+#    must receive each update to compute its own cards' counterfactual values, send only that, and beat
+#    vanilla CFR's exploitability at equal iterations for any K (`labs/lab28-cfr-plus`).
 #
 # ## 9. Research directions
 #
