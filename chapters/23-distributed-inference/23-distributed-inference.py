@@ -303,6 +303,12 @@ assert need["power_of_two"] <= need["random"]
 #    $s_0 + b s_1$ (Chapter 22's batching). How does the best $b$ depend on load?
 # 5. **Tensor-parallel latency.** On the simulator with compute charged per FLOP, find the $K$ at which
 #    the all-reduces cost more than the matmuls they split, for $d$ = 512 and 4096.
+# 6. **Lab 23: split the prompt, not the weights.** Tensor parallelism divides the layers but leaves
+#    every rank holding all $T$ positions of a long prompt. Give each of $K$ ranks a contiguous chunk
+#    of the prompt instead and compute causal attention by passing key/value blocks around a ring,
+#    folding each into a running softmax, so that no rank builds the $T \times T$ scores and a block
+#    reaches only the ranks that may see it; the result must equal one machine's block stack for any
+#    $K$, uneven and empty chunks, in float32 and float64 (`labs/lab23-ring-attention-prefill`).
 #
 # ## 9. Research directions
 #

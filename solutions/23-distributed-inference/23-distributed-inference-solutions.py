@@ -341,3 +341,27 @@ for d in (512, 4096):
           f"K = {sim_star} (simulator)")
     assert model_star == sim_star
 assert crossover[512][0] < crossover[4096][0]
+
+# %% [markdown]
+# ## Exercise 6 (lab): Lab 23, context-parallel prefill with causal ring attention
+#
+# The lab is `labs/lab23-ring-attention-prefill`. It asks for the step after the chapter's
+# tensor-parallel forward: split the prompt's positions over the ranks (context parallelism) and run
+# causal attention as a ring of key/value blocks folded into a running (online) softmax. Its reference
+# solution is the solution blocks of `labs/lab23-ring-attention-prefill/lab23-ring-attention-prefill.py`;
+# its hidden tests and mutants are in `grading/lab23-ring-attention-prefill/` (`tests.py`, `rubric.yaml`,
+# `mutants/`).
+#
+# **Key ideas of the answer.** A key block's partial is (m, l, acc) = (max s, sum e^(s-m), e^(s-m) V)
+# per query and head, and two partials merge by rescaling both to the larger maximum (an empty side,
+# m = -inf, contributes zero; two empty sides stay empty, never NaN), so any split of the keys in any
+# order gives softmax(s) V, and no exp sees a positive argument. Rank r folds in its own block with the
+# causal mask, then sends np.stack([k, v]) to r + 1 and forwards every block it receives from r - 1
+# before folding it in unmasked; nothing wraps around, so per layer rank r < K - 1 sends exactly r + 1
+# messages (the blocks of r, r - 1, ..., 0) and the last rank none. Layer norms, projections and the
+# MLP are token-wise and need no communication. **What is graded:** every rank's rows against the
+# grader's one-machine `nn.block_forward` stack (K = 1-8, uneven and empty chunks, K > T, float32 and
+# float64, scores in the thousands, 2 real processes), the running softmax on its own, and from the
+# grader's trace the message count, destinations and exact bytes of every hop. Gathering the prompt and
+# running the chapter's tensor-parallel forward on it (the `pasted_course` mutant) gets the rows right
+# and keeps 45 of 100.
