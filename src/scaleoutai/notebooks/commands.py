@@ -166,3 +166,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from .repro import add_parser as add_repro  # `scaleout repro CHAPTER` (issue 21); light to import
 
     add_repro(subparsers)
+    from .site import add_parser as add_site  # `scaleout site build` (issue 36); light to import
+
+    add_site(subparsers)

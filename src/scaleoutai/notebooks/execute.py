@@ -204,7 +204,7 @@ def format_summary(records: list[RunRecord]) -> str:
     lines = ["  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3]]).rstrip()
              for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths) + "  -----")
-    ok = sum(r.status == "ok" for r in records)
+    ok = sum(r.status in ("ok", "cached") for r in records)  # "cached": an earlier ok run reused (site)
     total = sum(r.seconds for r in records)
     lines.append(f"{ok}/{len(records)} ok in {total:.1f} s")
     return "\n".join(lines)
