@@ -74,22 +74,44 @@ def _course_paths(root: Path) -> list[tuple[str, list[int], list[int]]] | None:
     return [(p.title, p.chapters(), sorted({c for w in p.weeks for c in w.planned})) for p in paths] or None
 
 
-def _index(chapters: list[str], labs: list[str], paths: list[tuple[str, list[int], list[int]]] | None = None) -> bytes:
-    """The course index: parts, the chapters and labs that exist, and the five course paths (each linking
-    its chapters, in the order its syllabus meets them, when ``paths`` comes from syllabi/)."""
+def _titles(root: Path, labs: list[str]) -> dict[str, str]:
+    """{chapter folder or lab name: what a reader sees}: "Chapter 6. MapReduce", the lab's heading."""
+    import re
+
+    from .glossary import chapter_folders, chapter_titles
+
+    titles = chapter_titles(root)
+    names = {f.name: f"{'Chapter' if isinstance(k, int) else 'Appendix'} {k}. {titles[k]}"
+             for k, f in chapter_folders(root).items() if titles.get(k, f.name) != f.name}
+    for lab in labs:
+        source = Path(root) / "labs" / lab / f"{lab}.py"
+        lines = source.read_text(encoding="utf-8").splitlines() if source.is_file() else []
+        heading = next((m[1].strip() for m in map(re.compile(r"^# # (.+)$").match, lines) if m), None)
+        if heading:
+            names[lab] = heading
+    return names
+
+
+def _index(chapters: list[str], labs: list[str], paths: list[tuple[str, list[int], list[int]]] | None = None,
+           titles: dict[str, str] | None = None) -> bytes:
+    """The course index: parts, the chapters and labs that exist (by title where ``titles`` has one), and
+    the five course paths (each linking its chapters, in the order its syllabus meets them, when ``paths``
+    comes from syllabi/)."""
     import nbformat
+
+    titles = titles or {}
 
     lines = ["# Scaling Out AI: the course", "", "Open a chapter, run it top to bottom, then try its exercises. "
              "Your edits stay in this workspace; the course files are never changed.", ""]
     for num, title, span in PARTS:
         mine = [c for c in chapters if c[:2].isdigit() and int(c[:2]) in span]
         lines.append(f"## Part {num}: {title}")
-        lines += [f"- [{c}](chapters/{c}/{c}.ipynb)" for c in mine] or ["- (coming)"]
+        lines += [f"- [{titles.get(c, c)}](chapters/{c}/{c}.ipynb)" for c in mine] or ["- (coming)"]
         lines.append("")
     extra = [c for c in chapters if not c[:2].isdigit()]
     if extra:
-        lines += ["## Appendices", *[f"- [{c}](chapters/{c}/{c}.ipynb)" for c in extra], ""]
-    lines += ["## Labs (graded)", *[f"- [{lab}](labs/{lab}/{lab}.ipynb)" for lab in labs], ""]
+        lines += ["## Appendices", *[f"- [{titles.get(c, c)}](chapters/{c}/{c}.ipynb)" for c in extra], ""]
+    lines += ["## Labs (graded)", *[f"- [{titles.get(lab, lab)}](labs/{lab}/{lab}.ipynb)" for lab in labs], ""]
     if paths is None:
         lines += ["## Course paths", *[f"- **{name}**: {what}, then the Chapter 41 capstone" for name, what in PATHS]]
     else:
@@ -162,7 +184,7 @@ def build_workspace(root: Path, ws: Path) -> WorkspaceReport:
                 data = _stable(nbformat.reads(f.read_text(), as_version=4)) if f.suffix == ".ipynb" else f.read_bytes()
                 _place(ws, f"labs/{name}/{f.name}", data, old, new, report)
     paths = _course_paths(root) if (root / "syllabi").is_dir() else None
-    _place(ws, "index.ipynb", _index(chapters, labs, paths), old, new, report)
+    _place(ws, "index.ipynb", _index(chapters, labs, paths, _titles(root, labs)), old, new, report)
     tmp_manifest = ws / f".{MANIFEST}.tmp"
     tmp_manifest.write_text(json.dumps(new, indent=1, sort_keys=True))
     os.replace(tmp_manifest, manifest)
