@@ -771,6 +771,12 @@ assert curve[SHARDS[-1]][0] > curve[SHARDS[0]][0] + 0.05
 #    whose embeddings have inner product above 0.95 with the sharded search, and compare with MinHash.
 # 5. **Replicated shards.** Give every index shard a replica on the next rank (Section 4's ring) and
 #    let rank 0 ask the replica when a primary is missing; show recall stays 1 with one crash.
+# 6. **Lab 36: duplicate clusters without a coordinator.** `dedup` sends every verified pair to rank 0
+#    for the union-find and starts by telling every rank every page id. Find the clusters with a
+#    distributed union-find instead: pages on any rank (no directory), verified pairs that never leave
+#    the rank that verified them, and labels (each cluster's smallest id) equal to `reference_dedup`'s
+#    clusters for any $K$, with chains of near duplicates spread over the ranks
+#    (`labs/lab36-dedup-clusters`).
 #
 # ## 9. Research directions
 #

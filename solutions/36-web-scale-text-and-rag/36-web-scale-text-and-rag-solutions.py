@@ -342,3 +342,34 @@ recall = np.mean([len(set(a) & set(b)) / TOP for a, b in zip(I_got, I_true)])
 assert lost == [2] and math.isclose(recall, 1 - wr.lost_share(I_true, xb, [2]))
 print(f"one crash (any of ranks 1..{K5 - 1}): recall 1; ranks 2 and 3 together: shard 2 lost, "
       f"recall {recall:.3f} = 1 - lost_share")
+
+
+# %% [markdown]
+# ## Exercise 6 (lab): Lab 36, duplicate clusters without a coordinator
+#
+# The lab is `labs/lab36-dedup-clusters`. It asks for the step after the chapter's LSH candidates that
+# `dedup` leaves to one rank: the connected components of the verified pairs, found by a distributed
+# union-find over K ranks (the chapter's gather of every verified pair to rank 0 and its all-gathered
+# directory of ids are the starting point, not the answer). Its reference solution is the solution
+# blocks of `labs/lab36-dedup-clusters/lab36-dedup-clusters.py`; its hidden tests and mutants are in
+# `grading/lab36-dedup-clusters/` (`tests.py`, `rubric.yaml`, `mutants/`).
+#
+# **Key ideas of the answer.** Band rows travel as (64-bit band key, page id, holder rank) to the owner
+# key mod K, so no rank needs a directory; each owner sends every pair of a bucket to the holder of the
+# smaller id together with the other page's holder, and tells that holder to ship the page's set once
+# per verifier. The verifier keeps the pairs with J >= threshold and unites them locally (union-find,
+# the smaller root wins). Labels live at the holders (initially the page's id); in each round every rank
+# proposes the minimum label of each local component to the holders of its pages, the holders keep the
+# minimum and push every fallen label to the ranks that proposed for that page, with their count of
+# fallen labels in front; the run ends when no label fell anywhere. Labels only fall and each is an id
+# of the same cluster, so the fixed point labels every cluster by its smallest id, for any K.
+#
+# **What it grades.** The labels against the single-machine reference (the chapter's `lsh_candidates`,
+# `verify` and `clusters`) for K = 1, 2, 3, 4, 5 and K larger than the number of pages, random, block,
+# reversed, skewed and single-rank layouts with empty ranks, uint32 and uint64 signatures, ids past 2^32,
+# chains of near duplicates whose links sit on different ranks, pairs exactly at the threshold, LSH misses
+# (b = 2 bands), 2 real processes and seeded random cases; from the grader's byte counts, that the band
+# shuffle sends one copy of the rows (not an all-gather), and that with a big cluster of copies on one
+# rank no other rank receives more than a copy of the band rows plus small messages (no coordinator).
+# The chapter's protocol with its rank-0 union-find removed (pairwise, no transitive closure) keeps at
+# most 42.5 of 100 points; with the rank-0 union-find kept it loses the no-coordinator test (20 points).
