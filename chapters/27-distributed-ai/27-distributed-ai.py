@@ -515,6 +515,13 @@ assert min(ratio) >= 1 - 1e-9 and makespan[-1] <= makespan[0]
 # 5. **A richer blackboard.** Add a KS for "pointing pairs" (a digit confined to one row of a box is
 #    removed from the rest of that row), so the board holds candidates too. Generate harder puzzles and
 #    count cycles per policy.
+# 6. **Lab 27: distributed breakout over a lossy channel** (`labs/lab27-lossy-breakout`). Section 6 let
+#    the first lost message end the run. Keep the chapter's DBA agents and rebuild the layer under them so
+#    that, over a link that loses 20-40% of the messages, the run ends exactly as on one machine (same
+#    round, same colours) for any $K$, reports an instance with no colouring as unsolved after the round
+#    budget without handing back an assignment, and has no all-reduce to lean on. The grader counts the
+#    messages on every link from its own trace: nothing is resent beyond what the loss forces, and the
+#    last messages of the run must still reach a peer that needs them.
 #
 # ## 9. Research directions
 #

@@ -474,3 +474,30 @@ for k, (p, solution) in enumerate(hard):
     print(f"{k:>6} {int((p > 0).sum()):>6} {len(runs['best']['chosen']):>11} {len(runs['fixed']['chosen']):>12} "
           f"{runs['best']['chosen'].count('pointing'):>20}")
 print(f"whole file: {time.perf_counter() - T0:.1f} s")
+
+# %% [markdown]
+# ## Exercise 6 (lab): Lab 27, distributed breakout over a lossy channel
+#
+# The lab is `labs/lab27-lossy-breakout`. It keeps the chapter's `DBAAgent` and asks for what Section 6
+# stops short of: synchronous rounds over a link that loses messages (`LossyLink`, the lab's seeded
+# channel, whose draws the grader replays), the end of the run without an all-reduce, and the close of
+# every link. Its reference solution is the solution blocks of
+# `labs/lab27-lossy-breakout/lab27-lossy-breakout.py`; its hidden tests and mutants are in
+# `grading/lab27-lossy-breakout/` (`tests.py`, `rubric.yaml`, `mutants/`).
+#
+# **Key ideas of the answer.** Every message is the sender's idempotent state: its round r, its violated
+# count and its agents' messages of rounds r and r - 1 for the receiver's agents (a rank is never two
+# rounds ahead of a peer, so two rounds suffice, and a copy received twice changes nothing). Ranks tick:
+# one state message to every open peer, then one from each, a lost one skipped; a rank advances while it
+# holds round r from every peer, and the full mesh of counts makes every rank decide at the same round
+# (solved after an odd round with no violation anywhere, unsolved at max_rounds). A decided rank needs
+# nothing more; it sends its final state with fin = 1 linger times to the peers whose fin it has not
+# seen, and a fin closes a link both ways. No finite close is sure over a lossy link (two generals): a
+# peer waits forever with chance loss^linger.
+#
+# **What it grades.** The status, round and colours against the chapter's one-machine DBA for K = 1, 2,
+# 3, 5 and K > n at loss 0, 0.2 and 0.4; K_4 and the Groetzsch graph reported unsolved after exactly
+# max_rounds with no colours; 2 real processes; from the grader's trace and recorded messages, every send
+# honouring the LossyLink draws, exactly rounds + 1 + linger messages each way per link at loss 0, and
+# under loss one message per tick each way plus the linger once, with no more ticks than the rounds plus
+# the messages lost. The chapter's round engine pasted onto the lossy link keeps about 22 of 100 points.
