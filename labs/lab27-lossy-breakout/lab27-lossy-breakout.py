@@ -88,7 +88,8 @@ class LossyLink:
     MessageLostError, as on the simulator with cluster.Faults(loss=loss, seed=seed)."""
 
     def __init__(self, comm, loss, seed):
-        self.comm, self.rank, self.size = comm, comm.rank, comm.size
+        self.comm = comm
+        self.rank, self.size = comm.rank, comm.size
         self.loss = float(loss)
         self._rng = np.random.default_rng([int(seed), comm.rank])
 
