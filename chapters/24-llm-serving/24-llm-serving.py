@@ -412,8 +412,10 @@ print(f"continuous over static at rate {RATES[-1]}: {speedup:.2f}x the tokens pe
 #    and without sharing.
 # 5. **Swap or recompute?** Give swap a cost per block (PCIe bandwidth) and recompute its prefill
 #    tokens; for which prompt lengths is each cheaper?
-# 6. **Lab 24** asks you to write the block allocator yourself: allocate, append with copy-on-write,
-#    fork, free and preemption by freeing, graded on random traces.
+# 6. **Lab 24** (`labs/lab24-paged-kv-cache`) takes Exercise 2 all the way: a paged KV cache with
+#    automatic prefix caching, where a freed sequence's full blocks stay cached under their whole-prefix
+#    key, are reused by a later prompt and are evicted least recently used first, with copy-on-write and
+#    all-or-nothing admission; graded on random traces against the grader's own storage and on the decoder.
 #
 # ## 9. Research directions
 #

@@ -1,303 +1,431 @@
-"""Lab 24: the paged KV-cache allocator, checked through the grader's own storage and reads."""
+"""Lab 24: a paged KV cache with prefix caching and LRU eviction, checked through the grader's own storage."""
 from __future__ import annotations
 
 import numpy as np
 
 from scaleoutai.grading.checks import Case, CaseResult, Fail, NotGraded, Plan, Test
 from scaleoutai.serving.decoder import decoder_init, generate, reference_generate
-from scaleoutai.serving.paged_cache import BlockAllocator as Reference
-from scaleoutai.serving.paged_cache import OutOfBlocks
 
-UNIMPORTABLE = ("scaleoutai.serving",)  # the answer: serving.paged_cache
+UNIMPORTABLE = ("scaleoutai.serving",)  # the chapter's allocator (serving.paged_cache) and its prefix sharing
 
-KINDS = {0: "allocate", 1: "append_slot", 2: "fork", 3: "free"}
-PROPERTY = 3  # seeded random traces whose pool size, block size and length are drawn too
-DECODER = dict(vocab=32, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=40)
+KINDS = {0: "admit", 1: "append", 2: "fork", 3: "free"}
+BEYOND = ("the lab asks to keep a freed sequence's full blocks cached under their prefix and reuse them "
+          "until evicted, least recently used first; an allocator that forgets freed blocks does not")
+DECODER = dict(vocab=32, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=48)
+PROPERTY = 3
 
 
-def random_ops(rng: np.random.Generator, N: int, B: int, steps: int, mix: tuple = (0, 1, 1, 1, 2, 3)) -> np.ndarray:
-    """A trace the reference allocator can follow: allocations, appends, forks and frees on live ids,
-    with the pool small enough that some operations must raise OutOfBlocks."""
-    ref, live, nxt, ops = Reference(N, B), [], 0, []
-    for _ in range(steps):
-        kind = int(rng.choice(list(mix))) if live else 0
+class Model:
+    """The rules of the lab over the student's own block numbers: counts, registered prefixes, LRU order."""
+
+    def __init__(self, N: int, B: int):
+        self.N, self.B = N, B
+        self.counts = [0] * N
+        self.key = {}  # block -> prefix
+        self.owner = {}  # prefix -> block
+        self.lru: list[int] = []  # cached blocks, least recently used first
+        self.tables: dict[int, list[int]] = {}
+        self.toks: dict[int, list[int]] = {}
+
+    def nfree(self) -> int:
+        return self.N - sum(c > 0 for c in self.counts) - len(self.lru)
+
+    def hits(self, toks: list[int]) -> list[int]:
+        out: list[int] = []
+        while (len(out) + 1) * self.B < len(toks) and tuple(toks[:(len(out) + 1) * self.B]) in self.owner:
+            out.append(self.owner[tuple(toks[:(len(out) + 1) * self.B])])
+        return out
+
+    def evicted(self, k: int, pinned: list[int]) -> list[int]:
+        """The cached blocks that k fresh blocks evict once ``pinned`` are used again."""
+        return [b for b in self.lru if b not in pinned][:max(0, k - self.nfree())]
+
+    def pick(self, k: int, pinned: list[int]) -> list[int]:
+        ev = self.evicted(k, pinned)
+        free = [b for b in range(self.N) if self.counts[b] == 0 and b not in self.key]
+        return free[:k - len(ev)] + ev
+
+    def use(self, b: int) -> None:
+        if b in self.lru:
+            self.lru.remove(b)
+        self.counts[b] += 1
+
+    def take(self, b: int) -> None:
+        if b in self.key:
+            self.lru.remove(b)
+            del self.owner[self.key.pop(b)]
+        self.counts[b] = 1
+
+    def release(self, b: int) -> None:
+        self.counts[b] -= 1
+        if self.counts[b] == 0 and b in self.key:
+            self.lru.append(b)
+
+    def register(self, b: int, prefix: list[int]) -> None:
+        if tuple(prefix) not in self.owner and b not in self.key:
+            self.owner[tuple(prefix)], self.key[b] = b, tuple(prefix)
+
+    def step(self, kind: int, a: int, b: int, prompt: list[int]) -> int:
+        """Apply one operation choosing blocks by the rules: -1 OutOfBlocks, else the cached blocks it reused."""
         if kind == 0:
-            ops.append((0, nxt, int(rng.integers(0, 2 * B + 2))))
-            try:
-                ref.allocate(nxt, ops[-1][2])
-                live.append(nxt)
-            except OutOfBlocks:
-                pass
-            nxt += 1
-        elif kind == 1:
-            s = int(rng.choice(live))
-            ops.append((1, s, 0))
-            try:
-                ref.append_slot(s)
-            except OutOfBlocks:
-                pass
+            hit = self.hits(prompt)
+            need = -(-len(prompt) // self.B) - len(hit)
+            idle = sum(self.counts[x] == 0 for x in hit)
+            if need > self.nfree() + len(self.lru) - idle:
+                return -1
+            for x in hit:
+                self.use(x)
+            self.tables[a], self.toks[a] = hit + [self.take(x) or x for x in self.pick(need, hit)], list(prompt)
+            for j in range(len(hit), len(prompt) // self.B):
+                self.register(self.tables[a][j], prompt[:(j + 1) * self.B])
+            return idle
+        if kind == 1:
+            tbl, L = self.tables[a], len(self.toks[a])
+            if L % self.B == 0 or self.counts[tbl[-1]] > 1:
+                if not self.nfree() + len(self.lru):
+                    return -1
+                x = self.pick(1, [])[0]
+                self.take(x)
+                if L % self.B:
+                    self.release(tbl[-1])
+                    tbl[-1] = x
+                else:
+                    tbl.append(x)
+            self.toks[a].append(b)
+            if (L + 1) % self.B == 0:
+                self.register(tbl[-1], self.toks[a])
         elif kind == 2:
-            s = int(rng.choice(live))
-            ops.append((2, s, nxt))
-            ref.fork(s, nxt)
-            live.append(nxt)
-            nxt += 1
+            for x in self.tables[a]:
+                self.counts[x] += 1
+            self.tables[b], self.toks[b] = list(self.tables[a]), list(self.toks[a])
         else:
-            s = live.pop(int(rng.integers(len(live))))
-            ops.append((3, s, 0))
-            ref.free(s)
-    return np.array(ops, dtype=np.int64)
+            for x in reversed(self.tables.pop(a)):
+                self.release(x)
+            del self.toks[a]
+        return 0
 
 
-COW_OPS = [  # hand-built: shared half-full blocks written by the child, by the parent, three-way sharing
-    ("fork of a half-full block, the child appends", 4, 4, [(0, 0, 6), (2, 0, 1), (1, 1, 0), (1, 1, 0), (1, 0, 0)]),
-    ("fork, the parent appends first", 4, 4, [(0, 0, 5), (2, 0, 1), (1, 0, 0), (1, 1, 0), (1, 1, 0), (3, 0, 0)]),
-    ("three-way sharing, every sibling appends", 6, 3, [(0, 0, 4), (2, 0, 1), (2, 1, 2), (1, 2, 0), (1, 0, 0), (1, 1, 0),
-                                                        (3, 1, 0), (1, 2, 0), (0, 3, 6), (1, 0, 0)]),
-    ("fork at a block boundary needs no copy", 4, 2, [(0, 0, 4), (2, 0, 1), (1, 1, 0), (1, 0, 0), (3, 1, 0), (1, 0, 0)]),
-]
-BIG = 2 ** 40  # a sequence id no int32 holds
-HAND_OPS = [  # the boundaries of the contract
-    ("a private partly filled block is written in place (no copy)", 3, 4, [(0, 0, 3), (1, 0, 0), (1, 0, 0), (1, 0, 0)]),
-    ("shared, then private again once the sibling is freed: no copy", 4, 4, [(0, 0, 5), (2, 0, 1), (3, 1, 0), (1, 0, 0),
-                                                                          (1, 0, 0)]),
-    ("after the child's copy the parent's block is private: no second copy", 4, 4,
-     [(0, 0, 5), (2, 0, 1), (1, 1, 0), (1, 0, 0), (1, 1, 0), (1, 0, 0)]),
-    ("fork of an empty sequence, both append", 4, 2,
-     [(0, 0, 0), (2, 0, 1), (1, 0, 0), (1, 1, 0), (1, 1, 0), (1, 0, 0)]),
-    ("a full pool and a private partly filled block: the append needs no block", 3, 2,
-     [(0, 0, 1), (1, 0, 0), (0, 1, 3), (1, 1, 0), (1, 1, 0), (3, 0, 0), (1, 1, 0)]),
-    ("sequence ids beyond 2^31", 4, 3, [(0, BIG, 4), (2, BIG, BIG + 70000), (1, BIG + 70000, 0), (1, BIG, 0),
-                                        (3, BIG, 0), (0, 70000, 2), (1, BIG + 70000, 0)]),
+def flags(N: int, B: int, trace: tuple[np.ndarray, np.ndarray]) -> dict:
+    """What a trace exercises under the rules: a freed (cached) block reused, a block cached at all."""
+    m, used, out = Model(N, B), 0, {"cached_hit": False, "cached": False}
+    for kind, a, b in trace[0].tolist():
+        prompt = trace[1][used:used + b].tolist() if kind == 0 else []
+        used += b if kind == 0 else 0
+        if kind == 0 or a in m.tables:
+            out["cached_hit"] |= m.step(kind, a, b, prompt) > 0
+        out["cached"] |= bool(m.lru)
+    return out
+
+
+def random_ops(rng: np.random.Generator, N: int, B: int, steps: int, fork_w: int = 1):
+    """A trace over a few system prompts, so prefixes come back after their sequences are freed, with a pool
+    small enough that blocks are evicted and some operations must raise OutOfBlocks."""
+    m, live, nxt, ops, toks = Model(N, B), [], 0, [], []
+    systems = [list(rng.integers(0, 4, size=int(rng.integers(B, 3 * B + 1)))) for _ in range(3)]
+    for _ in range(steps):
+        kind = int(rng.choice([0, 0, 1, 1, 1] + [2] * fork_w + [3, 3])) if live else 0
+        if live and m.nfree() + len(m.lru) < 2 and rng.random() < 0.6:
+            kind = 3  # a full pool frees a sequence more often, so prefixes come back after their free
+        a = nxt if kind == 0 else int(rng.choice(live))
+        b = nxt if kind == 2 else int(rng.integers(0, 3))
+        prompt = []
+        if kind == 0:
+            prompt = [int(t) for t in systems[int(rng.integers(3))][:int(rng.integers(0, 3 * B + 1))]]
+            prompt += [int(t) for t in rng.integers(0, 3, size=int(rng.integers(0 if prompt else 1, B + 2)))]
+            toks += prompt
+            b = len(prompt)
+        ops.append((kind, a, b if kind != 3 else 0))
+        if m.step(kind, a, b, prompt) >= 0 and kind in (0, 2):
+            live.append(nxt)
+        if kind == 3:
+            live.remove(a)
+        nxt += kind in (0, 2)
+    return np.array(ops, dtype=np.int64).reshape(-1, 3), np.array(toks, dtype=np.int64)
+
+
+def hand(*steps) -> tuple[np.ndarray, np.ndarray]:
+    """Operations written as ("a", seq, [tokens]), ("p", seq, token), ("f", parent, child), ("x", seq)."""
+    ops, toks = [], []
+    for st in steps:
+        if st[0] == "a":
+            ops.append((0, st[1], len(st[2])))
+            toks += st[2]
+        else:
+            ops.append(({"p": 1, "f": 2, "x": 3}[st[0]], st[1], st[2] if len(st) > 2 else 0))
+    return np.array(ops, dtype=np.int64).reshape(-1, 3), np.array(toks, dtype=np.int64)
+
+
+BIG = 2 ** 40
+HAND = [  # (label, N, B, trace)
+    ("a freed prompt's full blocks are reused by the next request", 8, 2,
+     hand(("a", 0, [1, 2, 3, 4, 5]), ("x", 0), ("a", 1, [1, 2, 3, 4, 9]), ("a", 2, [1, 2, 7]), ("a", 3, [1, 2, 3, 4]),
+          ("x", 1), ("x", 2), ("x", 3), ("a", 4, [1, 2, 3, 4, 5, 6]))),
+    ("a block's key is its whole prefix, not its own tokens", 8, 2,
+     hand(("a", 0, [1, 2, 3, 4]), ("x", 0), ("a", 1, [9, 9, 3, 4, 5]), ("a", 2, [3, 4, 1]), ("a", 3, [1, 2, 3, 4, 1]))),
+    ("blocks filled by append are registered and reused after free", 6, 3,
+     hand(("a", 0, [5]), ("p", 0, 6), ("p", 0, 7), ("p", 0, 8), ("p", 0, 9), ("p", 0, 1), ("x", 0),
+          ("a", 1, [5, 6, 7, 8, 9, 1, 2]), ("a", 2, [5, 6, 7, 8, 9, 2, 2]))),
+    ("eviction takes free blocks first, then the least recently used cached block", 5, 2,
+     hand(("a", 0, [1, 2, 3]), ("a", 1, [5, 6, 7]), ("x", 0), ("x", 1), ("a", 2, [8, 8, 8, 8, 8]), ("x", 2),
+          ("a", 3, [5, 6, 1]), ("a", 4, [1, 2, 1]), ("a", 5, [8, 8, 8, 8, 1]))),
+    ("free releases the last block first, so a sequence's tail is evicted first", 4, 2,
+     hand(("a", 0, [1, 2, 3, 4, 5, 6]), ("x", 0), ("a", 1, [7, 7, 7]), ("x", 1), ("a", 2, [1, 2, 3, 4, 5, 6, 7]),
+          ("x", 2), ("a", 3, [3, 3, 3, 3, 3]), ("a", 4, [1, 2, 3]))),
+    ("a reused block leaves the eviction order and rejoins it at its next release", 4, 2,
+     hand(("a", 0, [1, 2, 3]), ("a", 1, [4, 5, 6]), ("x", 0), ("x", 1), ("a", 2, [1, 2, 9]), ("x", 2),
+          ("a", 3, [7, 7, 7, 7, 7]), ("a", 4, [1, 2, 1]))),
+    ("fork, copy-on-write and a copy that fills its block", 6, 2,
+     hand(("a", 0, [1, 2, 3]), ("f", 0, 1), ("p", 1, 4), ("p", 0, 4), ("p", 0, 5), ("x", 1), ("x", 0),
+          ("a", 2, [1, 2, 3, 4, 5]), ("f", 2, 3), ("p", 3, 6), ("p", 2, 7))),
+    ("a prompt of one block, an empty prompt and one token", 4, 3,
+     hand(("a", 0, [1, 2, 3]), ("x", 0), ("a", 1, [1, 2, 3]), ("a", 2, []), ("p", 2, 1), ("p", 2, 2), ("p", 2, 3),
+          ("a", 3, [1, 2, 3, 4]), ("a", 4, [9]))),
+    ("sequence ids beyond 2^31", 5, 3, hand(("a", BIG, [1, 2, 3, 4]), ("f", BIG, BIG + 7), ("p", BIG + 7, 1),
+                                           ("x", BIG), ("a", 70000, [1, 2, 3, 1]), ("p", BIG + 7, 2))),
     ("one sequence forked 300 times (reference counts above 255)", 4, 2,
-     [(0, 0, 3)] + [(2, 0, c) for c in range(1, 301)] + [(1, 7, 0), (1, 0, 0), (3, 0, 0)]
-     + [(3, c, 0) for c in range(1, 301)]),
+     hand(("a", 0, [1, 2, 3]), *[("f", 0, c) for c in range(1, 301)], ("p", 7, 1), ("p", 0, 2), ("x", 0),
+          *[("x", c) for c in range(1, 301)], ("a", 400, [1, 2, 3]))),
 ]
-OOB_OPS = [
-    ("allocate more than is free", 3, 2, [(0, 0, 3), (0, 1, 3), (0, 2, 2), (1, 0, 0), (1, 0, 0), (1, 2, 0)]),
-    ("copy-on-write with no free block", 3, 4, [(0, 0, 6), (2, 0, 1), (0, 2, 4), (1, 1, 0), (3, 2, 0), (1, 1, 0)]),
-    ("a new block with no free block", 2, 2, [(0, 0, 2), (0, 1, 2), (1, 0, 0), (3, 1, 0), (1, 0, 0), (1, 0, 0)]),
+OOB = [
+    ("allocate more than is free", 3, 2, hand(("a", 0, [1, 2, 3]), ("a", 1, [4, 5, 6]), ("a", 2, [4, 5]),
+                                             ("p", 0, 4), ("p", 0, 5), ("p", 2, 1))),
+    ("a reused cached block is not a fresh one", 3, 2,
+     hand(("a", 0, [1, 2, 3, 4, 5]), ("x", 0), ("a", 1, [1, 2, 3, 4, 7, 8, 9]), ("a", 2, [1, 2, 3, 4, 7]),
+          ("a", 3, [1, 2]))),
+    ("a pool full of cached blocks still admits (by evicting)", 3, 2,
+     hand(("a", 0, [1, 2, 3, 4, 5, 6]), ("x", 0), ("a", 1, [6, 6, 6, 6, 6, 6, 6]), ("a", 2, [6, 6, 6]), ("x", 2),
+          ("a", 3, [6, 6, 6]))),
+    ("copy-on-write with no block left", 3, 4, hand(("a", 0, [1, 2, 3, 4, 5, 6]), ("f", 0, 1), ("a", 2, [1, 2, 3, 4, 9]),
+                                                   ("p", 1, 1), ("x", 2), ("p", 1, 1))),
 ]
-
-
-def decoder_ops(prompts: list[np.ndarray], max_new: int) -> np.ndarray:
-    """The allocator calls a cache makes while the decoder's generate() runs: allocate(seq, 0) at a
-    sequence's first token, then one append_slot per token (layer 0 writes first). A warm-up sequence
-    is allocated and freed first, so the free list no longer hands out blocks in increasing order."""
-    ops, seen = [(0, 1000, 3), (3, 1000, 0)], set()
-    lens = [len(p) for p in prompts]
-    for t in range(max(lens) + max_new - 1):
-        for i in range(len(prompts)):
-            if t < lens[i] + max_new - 1:
-                if i not in seen:
-                    ops.append((0, i, 0))
-                    seen.add(i)
-                ops.append((1, i, 0))
-    return np.array(ops, dtype=np.int64)
 
 
 def plan(rng: np.random.Generator) -> Plan:
     p = Plan()
-    for i, (N, B, steps) in enumerate([(8, 1, 120), (10, 2, 150), (12, 3, 150), (9, 4, 200), (16, 8, 150), (6, 5, 150)]):
-        _add_random(p, f"r{i}", N, B, steps, random_ops(rng, N, B, steps), "random trace")
-    for i, (label, N, B, ops) in enumerate(COW_OPS):
-        p.add(Case(id=f"c{i}", fn="replay", label=f"{label} ({N} blocks of {B})", mode="call", timeout=5,
-                   args=[{"value": N}, {"value": B}], data={"N": N, "B": B, "kind": "cow"}),
-              shared={"ops": np.array(ops, dtype=np.int64)})
-    for i, (label, N, B, ops) in enumerate(HAND_OPS):
-        p.add(Case(id=f"b{i}", fn="replay", label=f"{label} ({N} blocks of {B})", mode="call", timeout=5,
-                   args=[{"value": N}, {"value": B}], data={"N": N, "B": B, "kind": "hand"}),
-              shared={"ops": np.array(ops, dtype=np.int64)})
-    for i, (label, N, B, ops) in enumerate(OOB_OPS):
-        p.add(Case(id=f"o{i}", fn="replay", label=f"{label} ({N} blocks of {B})", mode="call", timeout=5,
-                   args=[{"value": N}, {"value": B}], data={"N": N, "B": B, "kind": "oob"}),
-              shared={"ops": np.array(ops, dtype=np.int64)})
-    for i, (B, lens) in enumerate([(4, (1, 6, 3)), (3, (5, 2)), (1, (4,)), (8, (9, 1, 12))]):
-        prompts = [rng.integers(0, DECODER["vocab"], size=n) for n in lens]
-        ops = decoder_ops(prompts, 6)
-        N = max(3, len(lens) * -(-(max(lens) + 6) // B)) + 1  # one spare block
-        p.add(Case(id=f"d{i}", fn="replay", label=f"decoder over your allocator, blocks of {B}, prompts {lens}",
-                   mode="call", timeout=10, args=[{"value": N}, {"value": B}],
-                   data={"N": N, "B": B, "kind": "decoder", "prompts": prompts, "seed": i}),
-              shared={"ops": ops})
-    for i in range(PROPERTY):  # every parameter drawn; forks twice as often, so copy-on-write is everywhere
-        N, B, steps = int(rng.integers(2, 13)), int(rng.integers(1, 9)), int(rng.integers(60, 151))
-        _add_random(p, f"q{i}", N, B, steps, random_ops(rng, N, B, steps, (0, 1, 1, 1, 2, 2, 3)),
-                    "seeded random trace, forks twice as often")
+
+    def add(cid, label, N, B, trace, kind, timeout=10):
+        p.add(Case(id=cid, fn="replay", label=f"{label} ({N} blocks of {B})", mode="call", timeout=timeout,
+                   args=[{"value": N}, {"value": B}], data={"N": N, "B": B, "kind": kind, **flags(N, B, trace)}),
+              shared={"ops": trace[0], "tokens": trace[1]})
+
+    for i, (N, B, steps) in enumerate([(8, 1, 120), (10, 2, 150), (12, 3, 150), (9, 4, 200), (16, 8, 150), (6, 5, 150),
+                                       (40, 2, 150)]):
+        add(f"r{i}", f"random trace, {steps} operations", N, B, random_ops(rng, N, B, steps), "random")
+    for i, (label, N, B, trace) in enumerate(HAND):
+        add(f"h{i}", label, N, B, trace, "hand")
+    for i, (label, N, B, trace) in enumerate(OOB):
+        add(f"o{i}", label, N, B, trace, "oob")
+    for i in range(PROPERTY):
+        N, B, steps = int(rng.integers(3, 13)), int(rng.integers(1, 6)), int(rng.integers(60, 151))
+        add(f"q{i}", f"seeded random trace, forks twice as often, {steps} operations", N, B,
+            random_ops(rng, N, B, steps, 2), "random")
+    for i, (B, sys_len, lens) in enumerate([(4, 9, (2, 3, 1)), (3, 7, (1, 4)), (2, 6, (3, 1, 2))]):
+        system = list(rng.integers(0, DECODER["vocab"], size=sys_len))
+        first = [np.array(system + [int(t) for t in rng.integers(0, DECODER["vocab"], size=2)])]
+        second = [np.array(system + [j] + [int(t) for t in rng.integers(0, DECODER["vocab"], size=n - 1)])
+                  for j, n in enumerate(lens)]
+        params = decoder_init(**DECODER, seed=i)
+        outs = [[reference_generate(params, q, 5) for q in batch] for batch in (first, second)]
+        ops, toks = decoder_ops([first, second], outs)
+        N = 3 + sum(-(-(len(q) + 5) // B) for q in first + second)
+        p.add(Case(id=f"d{i}", fn="replay", label=f"decoder over your cache, blocks of {B}, a {sys_len}-token system "
+                   f"prompt, then {len(lens)} requests with it", mode="call", timeout=10,
+                   args=[{"value": N}, {"value": B}], data={"N": N, "B": B, "kind": "decoder", "batches": [first, second],
+                                                            "outs": outs, "seed": i}),
+              shared={"ops": ops, "tokens": toks})
     return p
 
 
-def _add_random(p: Plan, cid: str, N: int, B: int, steps: int, ops: np.ndarray, what: str) -> None:
-    p.add(Case(id=cid, fn="replay", label=f"{what}, {N} blocks of {B}, {steps} operations", mode="call", timeout=10,
-               args=[{"value": N}, {"value": B}], data={"N": N, "B": B, "kind": "random"}), shared={"ops": ops})
+def decoder_ops(batches, outs):
+    """The cache operations generate() causes: per batch, admit(seq, prompt) at its first token and one
+    append per generated token it feeds back; then the batch is freed. A warm-up sequence comes first."""
+    ops, toks = [(0, 1000, 3), (3, 1000, 0)], [40, 41, 42]
+    for k, (prompts, gen) in enumerate(zip(batches, outs)):
+        seqs = [list(map(int, q)) + g for q, g in zip(prompts, gen)]
+        for t in range(max(len(q) for q in prompts) + 4):
+            for i, q in enumerate(prompts):
+                if t == 0:
+                    ops.append((0, 100 * k + i, len(q)))
+                    toks += list(map(int, q))
+                elif len(q) <= t < len(q) + 4:
+                    ops.append((1, 100 * k + i, seqs[i][t]))
+        ops += [(3, 100 * k + i, 0) for i in range(len(prompts))]
+    return np.array(ops, dtype=np.int64), np.array(toks, dtype=np.int64)
 
 
-Problem = tuple[str, str]  # (kind, message); kinds: tokens, refcounts, leak, sharing, oob, cow, unclear, error
-_WALKS: dict[tuple, tuple[list[Problem], Problem | None]] = {}  # one walk per case and answer, read by every test
+Problem = tuple[str, str]  # (kind, message); kinds: tokens refcounts leak cow sharing oob hits lru error
+_WALKS: dict[tuple, Problem | None] = {}  # one walk per case and answer, read by every test
 
 
-def walk(res: CaseResult) -> tuple[list[Problem], Problem | None]:
-    """Replay the student's answers on the grader's storage: (problems the walk went on after, the problem
-    that stopped it).
-
-    The walk stops at a wrong answer that leaves the grader's picture of the pool unlike the student's, so
-    later operations are not graded (one mistake loses its points once). A copy the rule does not ask for
-    leaves the pool consistent: the storage copies the block, and the walk goes on."""
-    rows = res.value(0, "replay table", shape=(len(res.shared("ops")), 5 + 2 * res.case.data["N"]))
+def walk(res: CaseResult) -> Problem | None:
+    """Replay the student's answers on the grader's storage and model; the first problem stops the walk (later
+    operations are not graded: one mistake loses its points once)."""
+    N, ops = res.case.data["N"], res.shared("ops")
+    rows = res.value(0, "replay table", shape=(len(ops), 6 + 2 * N))
     key = (res.case.id, rows.tobytes())
     if key not in _WALKS:
         if len(_WALKS) > 64:
             _WALKS.clear()
-        soft: list[Problem] = []
         try:
-            _WALKS[key] = soft, _walk(res, rows, soft)
-        except (KeyError, IndexError):
-            _WALKS[key] = soft, ("tokens", "an operation's table or slot does not match the sequences that exist")
+            _WALKS[key] = _walk(N, res.case.data["B"], ops, res.shared("tokens").tolist(), rows)
+        except (KeyError, IndexError, ValueError):
+            _WALKS[key] = ("tokens", "an operation's table or slot does not match the sequences that exist")
     return _WALKS[key]
 
 
-def _counts(tables: dict[int, list[int]], N: int) -> np.ndarray:
-    counts = np.zeros(N, dtype=np.int64)
-    for t in tables.values():
-        np.add.at(counts, t, 1)
-    return counts
+def _evictions(m: Model, fresh: list[int], k: int, pinned: list[int], what: str) -> Problem | None:
+    want, got = m.evicted(k, pinned), [x for x in fresh if x in m.key]
+    if sorted(got) == sorted(want):
+        return None
+    if len(got) > len(want):
+        return ("lru", f"{what} evicted a cached block while free blocks were left: take free blocks first")
+    return ("lru", f"{what} evicted a cached block other than the least recently used one (the one that "
+                   f"became cached longest ago)")
 
 
-def _append_cow(what: str, L: int, B: int, last: int | None, shared: bool, src: int, tbl: list[int],
-                before: list[int], soft: list[Problem]) -> Problem | None:
-    """Copy-on-write of one append_slot that returned: copy_from names the shared, partly filled last
-    block exactly when there is one. A copy of a private block goes to ``soft`` (the walk goes on)."""
-    if shared and src != last:
-        return ("cow", f"{what}: the last block is shared and partly full, but copy_from is "
-                       f"{'None' if src < 0 else 'not that block'}: copy it to a fresh block first (a write into a "
-                       f"shared block changes a sibling)")
-    if not shared and src >= 0:
-        if L % B == 0 and len(tbl) != len(before) + 1:
-            return ("cow", f"{what} copied the full last block instead of starting a new one: at a block boundary "
-                           f"the token goes to a fresh block, with nothing to copy")
-        soft.append(("cow", f"{what} copied a block although "
-                            + ("the token starts a new block" if L % B == 0 else "no other sequence holds it")
-                            + ": copy-on-write copies only a shared, partly filled last block (copy_from None "
-                              "otherwise)"))
-    return None
-
-
-def _walk(res: CaseResult, rows: np.ndarray, soft: list[Problem]) -> Problem | None:
-    N, B = res.case.data["N"], res.case.data["B"]
-    ops = res.shared("ops")
-    store = np.full((N, B), -1, dtype=np.int64)
-    tables: dict[int, list[int]] = {}
-    model: dict[int, list[int]] = {}
-    counter, private = 0, ""  # private: what an append into a private, partly filled block did ("copy", "write")
-
+def _walk(N: int, B: int, ops: np.ndarray, toks: list[int], rows: np.ndarray) -> Problem | None:
+    m, store, ids, contents, used = Model(N, B), np.full((N, B), -1, dtype=np.int64), {}, {}, 0
     for i, ((kind, a, b), row) in enumerate(zip(ops.tolist(), rows.tolist())):
-        if kind != 0 and a not in model:
-            continue  # a sequence this allocator never held (its allocate raised after an accepted mistake)
-        what = f"operation {i} ({KINDS[kind]}({a}{', ' + str(b) if kind in (0, 2) else ''}))"
-        status, blk, off, src, nfree = row[:5]
-        refs, tbl = row[5:5 + N], [x for x in row[5 + N:] if x >= 0]
-        counts = _counts(tables, N)
-        free_now = N - int((counts > 0).sum())
-        shared, last = False, None
+        prompt = toks[used:used + b] if kind == 0 else []
+        used += len(prompt)
+        if kind != 0 and a not in m.tables:
+            continue  # a sequence whose admit rightly raised OutOfBlocks
+        what = f"operation {i} ({KINDS[kind]}({a}{', ' + str(b) if kind in (1, 2) else ''}))"
+        status, r1, off, src, nfree, ncached = row[:6]
+        refs, tbl = row[6:6 + N], [x for x in row[6 + N:] if x >= 0]
+        target, hit, need, spare, last, shared = (b if kind == 2 else a), [], 0, 0, None, False
         if kind == 0:
-            need = -(-b // B)
+            hit = m.hits(prompt)
+            need = -(-len(prompt) // B) - len(hit)
+            spare = m.nfree() + len(m.lru) - sum(m.counts[x] == 0 for x in hit)
         elif kind == 1:
-            L = len(model[a])
-            last = tables[a][-1] if tables[a] else None
-            shared = L % B != 0 and counts[last] > 1
-            need = int(L % B == 0 or shared)
-        else:
-            need = 0
+            L, last = len(m.toks[a]), m.tables[a][-1] if m.tables[a] else None
+            shared = L % B != 0 and m.counts[last] > 1
+            need, spare = int(L % B == 0 or shared), m.nfree() + len(m.lru)
+        unchanged = (nfree == m.nfree() and ncached == len(m.lru) and refs == m.counts
+                     and (target not in m.tables or tbl == m.tables[target]))
         if status == 2:
-            return ("error", f"{what} raised an exception other than OutOfBlocks")
-        unchanged = nfree == free_now and refs == counts.tolist() and ((b if kind == 2 else a) not in tables
-                                                                         or tbl == tables[b if kind == 2 else a])
-        if status == 0 and kind == 1:
-            found = _append_cow(what, L, B, last, shared, src, tbl, tables[a], soft)
-            if found:
-                return found
-            if L % B and not shared:
-                private = private or ("copy" if src >= 0 else "write")
-        if need > free_now:
+            return ("oob" if need > spare else "error", f"{what} raised an exception other than OutOfBlocks"
+                    + (" where the pool is too small: raise OutOfBlocks before changing anything" if need > spare else ""))
+        if kind == 0 and status == 0 and r1 != len(hit) * B:
+            why = ("a block is reused only under the whole prefix up to its end (its keys and values depend on every "
+                   "earlier token), and never the prompt's last token" if r1 > len(hit) * B else BEYOND
+                   if any(m.counts[x] == 0 for x in hit) else "a prompt reuses every full block of its longest "
+                   "registered prefix, also the blocks other sequences hold")
+            return ("hits", f"{what} reused {'more' if r1 > len(hit) * B else 'fewer'} prompt tokens than the cached "
+                            f"full blocks of its prefix cover: {why}")
+        if kind == 1 and status == 0 and shared and src != last:
+            return ("cow", f"{what}: the last block is shared and partly full, but copy_from is "
+                           f"{'None' if src < 0 else 'not that block'}: copy it to a fresh block first (a write "
+                           f"into a shared block changes a sibling)")
+        if need > spare:
             if status != 1:
-                return ("oob", f"{what} needs {need} block(s) with {free_now} free but did not raise OutOfBlocks")
+                return ("oob", f"{what} needs {need} fresh block(s) with {spare} free or evictable"
+                        + (" (a cached block it reuses is no longer evictable)" if kind == 0 else "")
+                        + " but did not raise OutOfBlocks")
             if not unchanged:
-                return ("oob", f"{what} raised OutOfBlocks but changed the allocator first (blocks taken or a table "
-                            f"grew): check that everything fits before changing anything")
+                return ("oob", f"{what} raised OutOfBlocks but changed the cache first: check that everything fits "
+                               f"before changing anything")
             continue
         if status == 1:
-            if kind == 1 and L % B and private == "copy" and unchanged:
-                continue  # the copy it makes of private blocks (said above) needs a block: the same mistake
-            if kind == 1 and L % B and not private and unchanged:
-                return ("unclear", f"{what} raised OutOfBlocks for a token that fits in its private last block")
-            return ("oob", f"{what} raised OutOfBlocks with {free_now} free blocks and {need} needed")
+            return ("oob", f"{what} raised OutOfBlocks with {spare} blocks free or evictable and {need} needed "
+                           f"(a cached block can be evicted to make room)")
         written: set[int] = set()
         if kind == 0:
-            if len(tbl) != need:
-                return ("tokens", f"{what}: the table has {len(tbl)} blocks for {b} tokens of {B}")
-            if set(tbl) & {x for t in tables.values() for x in t}:
+            if len(tbl) != len(hit) + need:
+                return ("tokens", f"{what}: the table has {len(tbl)} blocks for {len(prompt)} tokens of {B}")
+            if tbl[:len(hit)] != hit:
+                return ("hits", f"{what} reused blocks that do not hold that prefix: reuse the block registered "
+                                f"under the whole prefix up to the block's end")
+            fresh = tbl[len(hit):]
+            if len(set(fresh)) != len(fresh) or any(not 0 <= x < N or m.counts[x] > 0 or x in hit for x in fresh):
                 return ("tokens", f"{what} handed out a block another sequence still holds")
-            tables[a], model[a] = tbl, []
-            for pos in range(b):
-                counter += 1
-                store[tbl[pos // B], pos % B] = counter
-                model[a].append(counter)
-            written = set(tbl)
+            bad = _evictions(m, fresh, need, hit, what)
+            if bad:
+                return bad
+            for x in hit:
+                m.use(x)
+            for x in fresh:
+                m.take(x)
+            m.tables[a], m.toks[a] = list(tbl), list(prompt)
+            contents[a] = [ids.setdefault(tuple(prompt[:p + 1]), len(ids)) for p in range(len(prompt))]
+            for p in range(len(hit) * B, len(prompt)):
+                store[tbl[p // B], p % B] = contents[a][p]
+            for j in range(len(hit), len(prompt) // B):
+                m.register(tbl[j], prompt[:(j + 1) * B])
+            written = set(fresh)
         elif kind == 1:
-            counter += 1
-            if src >= 0:
-                if not 0 <= src < N or not 0 <= blk < N:
-                    return ("tokens", f"{what} returned block {blk} / copy_from {src} outside 0..{N - 1}")
-                store[blk] = store[src]
-            if 0 <= blk < N and 0 <= off < B:
-                store[blk, off] = counter
-            else:
-                return ("tokens", f"{what} returned slot {off} of block {blk}, outside the pool")
-            tables[a] = tbl
-            model[a].append(counter)
+            blk, before = r1, m.tables[a]
+            if not shared and src >= 0:
+                return ("cow", f"{what} copied a block although " + ("the token starts a new block (a full last "
+                               "block is never copied)" if L % B == 0 else "no other sequence holds it")
+                        + ": copy-on-write copies only a shared, partly filled last block")
+            want = before + [blk] if L % B == 0 else before[:-1] + [blk] if shared else before
+            if tbl != want or off != L % B or (not need and blk != last):
+                return ("tokens", f"{what} returned slot {off} of block {blk}, not the slot of position {L} of "
+                                  f"the sequence in its table")
+            if need:
+                if not 0 <= blk < N or m.counts[blk] > 0:
+                    return ("tokens", f"{what} handed out a block another sequence still holds")
+                bad = _evictions(m, [blk], 1, [], what)
+                if bad:
+                    return bad
+                m.take(blk)
+                if shared:
+                    store[blk] = store[last]
+                    m.release(last)
+                m.tables[a] = list(tbl)
+            m.toks[a].append(b)
+            contents[a].append(ids.setdefault(tuple(m.toks[a]), len(ids)))
+            store[blk, L % B] = contents[a][-1]
+            if (L + 1) % B == 0:
+                m.register(blk, m.toks[a])
             written = {blk}
         elif kind == 2:
-            if tbl != tables[a]:
+            if tbl != m.tables[a]:
                 return ("sharing", f"{what}: the child's table is not the parent's; a fork shares every block "
-                                f"(reference count + 1) and takes none")
-            tables[b], model[b] = tbl, list(model[a])
+                                   f"(reference count + 1) and takes none")
+            for x in tbl:
+                m.counts[x] += 1
+            m.tables[b], m.toks[b], contents[b] = list(tbl), list(m.toks[a]), list(contents[a])
         else:
-            del tables[a], model[a]
-        counts = _counts(tables, N)
-        if nfree != N - int((counts > 0).sum()):
-            return ("leak", f"after {what} num_free() is {nfree}, but {N - int((counts > 0).sum())} blocks are held by "
-                         f"no sequence (a block leaked, or a block still held was put back on the free list)")
-        if refs != counts.tolist():
+            for x in reversed(m.tables.pop(a)):
+                m.release(x)
+            del m.toks[a], contents[a]
+        idle = N - sum(c > 0 for c in m.counts)
+        if nfree + ncached != idle:
+            return ("leak", f"after {what} num_free() + num_cached() is {nfree + ncached}, but {idle} blocks are held "
+                            f"by no sequence (a block leaked, or a block still held was put back)")
+        if refs != m.counts:
             if kind == 3:
                 return ("leak", f"after {what} the reference counts of its blocks are not one lower each: free gives "
-                                f"back one count per block (a block whose count never reaches 0 leaks)")
-            return ("refcounts", f"after {what} the reference counts differ from the number of tables holding "
-                              f"each block")
-        for s in model:  # the sequences whose tokens this operation could change
-            t = tables[s]
+                                f"back one count per block")
+            return ("refcounts", f"after {what} the reference counts differ from the number of tables holding each "
+                                 f"block")
+        if ncached != len(m.lru):
+            return ("lru", f"after {what} num_cached() counts {'more' if ncached > len(m.lru) else 'fewer'} blocks "
+                           f"than the registered full blocks no sequence holds: {BEYOND}")
+        for s, want_c in contents.items():
+            t = m.tables[s]
             if s not in (a, b) and not written.intersection(t):
                 continue
-            toks = model[s]
-            got = [int(store[t[p // B], p % B]) if p // B < len(t) else -2 for p in range(len(toks))]
-            if got != toks:
-                bad = sum(x != y for x, y in zip(got, toks))
-                return ("tokens", f"after {what}, sequence {s} reads {bad} of its {len(toks)} tokens wrong through its "
-                               f"table" + (" (a write into a shared block changed a sibling)" if s != a else ""))
+            got = [int(store[t[p // B], p % B]) if p // B < len(t) else -2 for p in range(len(want_c))]
+            if got != want_c:
+                bad = sum(x != y for x, y in zip(got, want_c))
+                return ("tokens", f"after {what}, sequence {s} reads {bad} of its {len(want_c)} positions wrong through "
+                                  f"its table" + (" (a write changed another sequence's block)" if s != a else ""))
     return None
 
 
-NAMES = {"tokens": "tokens", "refcounts": "refcounts", "leak": "no_leak", "sharing": "sharing", "oob": "out_of_blocks",
-         "cow": "copy_on_write", "unclear": "copy_on_write or out_of_blocks"}
+NAMES = {"tokens": "tokens", "refcounts": "refcounts", "leak": "no_leak", "cow": "copy_on_write",
+         "sharing": "copy_on_write", "oob": "out_of_blocks", "hits": "prefix_hits", "lru": "lru_eviction"}
 
 
-def _grade(keys: tuple[str, ...], cow_case_keys: tuple[str, ...] = ()):
-    """A test of the problem kinds ``keys`` (and ``cow_case_keys`` on the hand-built copy-on-write traces)."""
+def _grade(*kinds: str):
     def check(res: CaseResult):
-        soft, stop = walk(res)
-        mine = keys + (cow_case_keys if res.case.data["kind"] == "cow" else ())
-        for kind, msg in soft + ([stop] if stop else []):
-            if kind in mine or kind == "error":
-                raise Fail(msg)
+        stop = walk(res)
+        if stop and (stop[0] in kinds or stop[0] == "error"):
+            raise Fail(stop[1])
         if stop:
             raise NotGraded(f"graded once an earlier operation is right (the {NAMES[stop[0]]} test says what is wrong)")
         return 1.0, ""
@@ -305,81 +433,95 @@ def _grade(keys: tuple[str, ...], cow_case_keys: tuple[str, ...] = ()):
 
 
 class StudentCache:
-    """The decoder's cache whose slots come from the student's answers, in the order generate() asks."""
+    """The decoder's cache whose slots come from the student's answers, in the order generate() asks; a
+    position the student's admit reused is read from the block, never written."""
 
     def __init__(self, rows: np.ndarray, ops: np.ndarray, N: int, B: int, d: int, layers: int):
         self.rows, self.ops, self.i, self.N, self.B = rows, ops, 2, N, B  # rows 0-1: the warm-up
-        self.k = np.zeros((layers, N, B, d))
-        self.v = np.zeros((layers, N, B, d))
-        self.tables: dict[int, list[int]] = {}
-        self.lengths: dict[int, int] = {}
+        self.k, self.v = np.zeros((layers, N, B, d)), np.zeros((layers, N, B, d))
+        self.tables, self.hits, self.plen, self.base = {}, {}, {}, 0
 
-    def _next(self) -> list[int]:
-        row = self.rows[self.i].tolist()
-        kind, a, _ = self.ops[self.i].tolist()
+    def next(self) -> list[int]:
+        row, (kind, a, _) = self.rows[self.i].tolist(), self.ops[self.i].tolist()
         self.i += 1
         if row[0] != 0:
             raise Fail(f"operation {self.i - 1} ({KINDS[kind]}) failed while the decoder ran with blocks to spare")
-        self.tables[a] = [x for x in row[5 + self.N:] if x >= 0]
+        if kind != 3:
+            self.tables[a] = [x for x in row[6 + self.N:] if x >= 0]
         return row
 
     def write(self, layer, seq, pos, k, v):
-        if layer == 0:
-            if seq not in self.lengths:
-                self._next()
-                self.lengths[seq] = 0
-            _, blk, off, src = self._next()[:4]
+        s = self.base + seq
+        if layer == 0 and pos == 0:
+            self.hits[s] = self.next()[1]
+        elif layer == 0 and pos >= self.plen[s]:
+            _, blk, _, src = self.next()[:4]
             if src >= 0:
                 self.k[:, blk], self.v[:, blk] = self.k[:, src], self.v[:, src]
-            self.lengths[seq] += 1
-        t = self.tables[seq]
+        if pos < self.hits[s]:
+            return
+        t = self.tables[s]
         if pos // self.B >= len(t):
-            raise Fail(f"sequence {seq}'s table has {len(t)} blocks at token {pos} (blocks of {self.B})")
-        self.k[layer, t[pos // self.B], pos % self.B] = k
-        self.v[layer, t[pos // self.B], pos % self.B] = v
+            raise Fail(f"sequence {s}'s table has {len(t)} blocks at position {pos} (blocks of {self.B})")
+        self.k[layer, t[pos // self.B], pos % self.B], self.v[layer, t[pos // self.B], pos % self.B] = k, v
 
     def read(self, layer, seq, length):
-        t = self.tables[seq][:-(-length // self.B)]
-        d = self.k.shape[-1]
+        t, d = self.tables[self.base + seq][:-(-length // self.B)], self.k.shape[-1]
         return self.k[layer, t].reshape(-1, d)[:length], self.v[layer, t].reshape(-1, d)[:length]
 
 
 def decoder(res: CaseResult):
-    N, B, prompts = res.case.data["N"], res.case.data["B"], res.case.data["prompts"]
+    N, B, batches, outs = (res.case.data[x] for x in ("N", "B", "batches", "outs"))
     ops = res.shared("ops")
-    rows = res.value(0, "replay table", shape=(len(ops), 5 + 2 * N))
-    params = decoder_init(**DECODER, seed=res.case.data["seed"])
+    rows = res.value(0, "replay table", shape=(len(ops), 6 + 2 * N))
     if rows[0, 0] != 0 or rows[1, 0] != 0:
-        raise Fail("allocating and freeing a first sequence on an empty pool failed")
+        raise Fail("admitting and freeing a first sequence on an empty pool failed")
+    params = decoder_init(**DECODER, seed=res.case.data["seed"])
     cache = StudentCache(rows, ops, N, B, DECODER["d_model"], DECODER["n_layers"])
-    try:
-        got = generate(params, prompts, 6, cache=cache)
-    except (IndexError, ValueError) as exc:
-        raise Fail(f"the decoder could not run over your tables ({type(exc).__name__}): a table points outside "
-                   f"the pool or is shorter than the sequence") from None
-    want = [reference_generate(params, p, 6) for p in prompts]
-    wrong = sum(g != w for g, w in zip(got, want))
-    if wrong:
-        raise Fail(f"{wrong} of {len(prompts)} sequences generated other tokens than greedy decoding without a cache: "
-                   f"the decoder read keys and values from the wrong slots")
+    first = [list(map(int, q)) + g[:4] for q, g in zip(batches[0], outs[0])]
+    for k, (prompts, want) in enumerate(zip(batches, outs)):
+        cache.base, cache.plen = 100 * k, {100 * k + i: len(q) for i, q in enumerate(prompts)}
+        try:
+            got = generate(params, prompts, 5, cache=cache)
+        except (IndexError, ValueError) as exc:
+            raise Fail(f"the decoder could not run over your tables ({type(exc).__name__}): a table points outside "
+                       f"the pool or is shorter than the sequence") from None
+        for i, q in enumerate(prompts):
+            j = 0
+            while k and (j + 1) * B < len(q) and any(s[:(j + 1) * B] == list(map(int, q[:(j + 1) * B])) for s in first):
+                j += 1
+            if cache.hits[100 * k + i] != j * B:
+                raise Fail(f"request {i} of batch {k} reused {cache.hits[100 * k + i]} prompt tokens where the first "
+                           f"batch left the blocks of {j * B} cached: {BEYOND}")
+        wrong = sum(g != w for g, w in zip(got, want))
+        if wrong:
+            raise Fail(f"{wrong} of {len(prompts)} requests of batch {k} generated other tokens than greedy decoding "
+                       f"without a cache: the decoder read keys and values from the wrong slots")
+        for _ in prompts:
+            cache.next()
     return 1.0, ""
 
 
+def _walked(c) -> bool:
+    return c.data["kind"] != "decoder"
+
+
 TESTS = [
-    Test("tokens", "every sequence reads back exactly the tokens written to it, after every operation of random traces",
-         select=lambda c: c.data["kind"] in ("random", "oob", "hand"), check=_grade(("tokens",))),
+    Test("tokens", "every sequence reads back exactly its own contents through its table after every operation",
+         select=_walked, check=_grade("tokens")),
     Test("refcounts", "reference counts equal the number of block tables holding each block",
-         select=lambda c: c.data["kind"] in ("random", "cow", "oob", "hand"), check=_grade(("refcounts",))),
-    Test("no_leak", "num_free() counts exactly the blocks no sequence holds: none leaked, none freed twice",
-         select=lambda c: c.data["kind"] in ("random", "cow", "oob", "hand"), check=_grade(("leak",))),
-    Test("copy_on_write", "a write after a fork copies the shared last block and leaves the sibling's tokens alone; "
-         "a block no other sequence holds is never copied", select=lambda c: c.data["kind"] in ("random", "cow", "oob",
-                                                                                               "hand"),
-         check=_grade(("cow",), ("tokens",))),
-    Test("sharing", "fork shares every block of the parent and takes none (random and hand-built traces)",
-         select=lambda c: c.data["kind"] in ("random", "cow", "hand"), check=_grade(("sharing",))),
-    Test("out_of_blocks", "OutOfBlocks exactly when the pool is too small, and nothing changed",
-         select=lambda c: c.data["kind"] in ("random", "cow", "oob", "hand"), check=_grade(("oob",))),
-    Test("decoder", "the decoder over your allocator generates the greedy reference tokens",
-         select=lambda c: c.data["kind"] == "decoder", check=decoder),
+         select=_walked, check=_grade("refcounts")),
+    Test("no_leak", "num_free() + num_cached() counts exactly the blocks no sequence holds",
+         select=_walked, check=_grade("leak")),
+    Test("copy_on_write", "fork shares every block; a write copies a shared, partly filled last block and nothing else",
+         select=_walked, check=_grade("cow", "sharing")),
+    Test("out_of_blocks", "OutOfBlocks exactly when free and evictable blocks are too few, and nothing changed",
+         select=_walked, check=_grade("oob")),
+    Test("prefix_hits", "admit reuses exactly the cached full blocks of the longest registered prefix, also of "
+         "freed sequences (traces where a freed prefix comes back)", select=lambda c: c.data.get("cached_hit"),
+         check=_grade("hits")),
+    Test("lru_eviction", "freed full blocks stay cached (num_cached); a fresh block comes from the free list, "
+         "else the least recently used cached block", select=lambda c: c.data.get("cached"), check=_grade("lru")),
+    Test("decoder", "the decoder over your cache: a second batch reuses the first batch's system prompt and "
+         "generates the greedy reference tokens", select=lambda c: c.data["kind"] == "decoder", check=decoder),
 ]

@@ -392,31 +392,39 @@ assert counts["recompute"][0] == counts["recompute"][1] > 0  # recompute re-feed
 assert counts["swap"][0] == 0 and counts["swap"][2] > 0      # swap never recomputes
 
 # %% [markdown]
-# ## Exercise 6 (lab): Lab 24, the paged block allocator
+# ## Exercise 6 (lab): Lab 24, a paged KV cache that keeps freed prefixes
 #
 # The lab is `labs/lab24-paged-kv-cache`. Its reference solution is the solution blocks of
 # `labs/lab24-paged-kv-cache/lab24-paged-kv-cache.py`, and its hidden tests and mutants are in
-# `grading/lab24-paged-kv-cache/` (`tests.py`, `rubric.yaml`, `mutants/`).
+# `grading/lab24-paged-kv-cache/` (`tests.py`, `rubric.yaml`, `mutants/`). The lab takes Exercise 2
+# further: the student writes the whole allocator (`PrefixCache`), not a subclass of the library's.
 #
-# **Key ideas of the answer.** The allocator is bookkeeping only: a free list, one block table and
-# length per sequence, and a reference count per block. `allocate` is all or nothing: compute the
-# blocks needed, $\lceil n/B\rceil$, and raise `OutOfBlocks` *before* taking any. Appending a token takes a
-# new block exactly when the length is a multiple of $B$; if the last block is partly filled and its
-# count is above 1, the writer first takes a private block, copies the old contents (copy-on-write),
-# and drops one reference to the old block. `fork` copies the table and increments every count; it
-# takes no block. `free` decrements each count and returns a block to the free list only at zero.
-# Preemption by freeing is just `free` of the youngest sequence. The table must stay in logical order.
+# **Key ideas of the answer.** Three states per block: used (count above 0), cached (count 0 but
+# registered under a prefix, kept in an LRU order) and free (count 0, unregistered). A full block j of
+# a sequence is registered under the *whole* prefix `tuple(tokens[:(j + 1) B])` the moment it fills
+# (in `admit` for the prompt's full blocks, in `append` for the token that fills it), unless that key
+# is already registered. `admit` walks the prompt's full blocks that end before its last token and
+# reuses registered ones until the first miss; a reused cached block leaves the LRU order. It is all or
+# nothing: the fresh blocks must fit in the free plus cached blocks *minus the cached blocks it reuses*.
+# A fresh block comes from the free list, else from the least recently used cached block (its key is
+# forgotten). `free` releases the blocks last to first, so a sequence's tail is evicted before its head.
+# Fork and copy-on-write are the chapter's. The grader drives the cache with hand-built and random
+# traces over its own storage (each slot holds an id of its whole prefix), checks every reuse count,
+# eviction and count against its model of these rules, and runs the decoder twice: the second batch
+# must reuse the first batch's system prompt.
 #
 # **Mistakes the mutants catch** (the rubric's categories in brackets):
-# - giving a fork fresh blocks (a copy) instead of sharing: memory is not saved, and the counts and
-#   sharing tests fail (`fork_copies`);
-# - skipping copy-on-write, so a fork writes into its sibling's block (`no_copy_on_write`; the tests
-#   look for the word "sibling" in the error), or freeing the old block during the copy although others
-#   still hold it (`reuses_referenced_block`);
-# - leaking on free: forgetting the last block, or returning shared blocks regardless of their count
-#   (`leaks_on_free`, `free_ignores_refcounts`);
-# - taking blocks one by one and raising halfway, which breaks the all-or-nothing contract the
-#   scheduler relies on to preempt and retry (`half_allocates`);
-# - off-by-one at the block boundary (`new_block_one_token_late`) and returning the table sorted instead
-#   of in logical order (`table_in_wrong_order`): both decode wrong tokens;
+# - the chapter's allocator pasted (`pasted_course`, keeps 40) or its `share_prefix` that forgets
+#   freed blocks (`pasted_share_prefix`, keeps 45): no freed prefix is ever reused [prefix_hits,
+#   lru_eviction, decoder];
+# - keying a block by its own B tokens instead of the whole prefix (`block_tokens_key`), reusing the
+#   prompt's last block (`reuses_last_token`) [prefix_hits];
+# - evicting the most recent block (`evicts_most_recent`), evicting while free blocks remain
+#   (`evicts_before_free`), releasing head first (`frees_head_first`), never registering blocks filled
+#   by `append` (`append_never_registers`) [lru_eviction];
+# - counting reused cached blocks as spare (`reused_counted_as_spare`), pinning them before raising
+#   (`oob_pins_first`), `>=` for `>` (`oob_one_block_early`) [out_of_blocks];
+# - a reused block left in the eviction order (`hit_stays_evictable`), a leak on free (`leaks_on_free`)
+#   [no_leak]; skipping copy-on-write (`no_copy_on_write`), a fork aliasing the parent's token list
+#   (`fork_aliases_tokens`), uint8 counts (`refcounts_uint8`);
 # - importing the course library's allocator instead of writing one (`library_answer`).

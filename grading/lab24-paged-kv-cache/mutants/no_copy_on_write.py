@@ -1,4 +1,5 @@
 # mutant: appends into a shared, partly filled last block instead of copying it first
 # loses: copy_on_write
 # says: sibling
-REPLACE = [("        elif self.counts[tbl[-1]] > 1:\n", "        elif False:\n")]
+REPLACE = [("        cow = pos % B > 0 and self.counts[tbl[-1]] > 1  # a shared, partly filled last block\n",
+            "        cow = False\n")]

@@ -1,3 +1,3 @@
-# mutant: allocate raises OutOfBlocks when the blocks it needs are exactly the free ones (>= instead of >)
+# mutant: admit raises OutOfBlocks when the fresh blocks it needs are exactly those left (>= instead of >)
 # loses: out_of_blocks
-REPLACE = [("        if need > len(self.free_list):\n", "        if need >= len(self.free_list) and need:\n")]
+REPLACE = [("        if fresh > len(self.unused) + len(self.evictable) - idle:\n", "        if fresh and fresh >= len(self.unused) + len(self.evictable) - idle:\n")]
