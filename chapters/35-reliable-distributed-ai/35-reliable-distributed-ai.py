@@ -653,8 +653,10 @@ shutil.rmtree(ckpt_root)
 #    and for which $z$ does Krum pick the attacker's vector (derive the bound)?
 # 5. **Ledger policy.** Given a budget $\varepsilon = 8$ and a sweep of 20 trials, choose $\sigma$ so that
 #    every trial fits (`max_steps`, `epsilon_with`). Compare with splitting the budget evenly in $\varepsilon$.
-# 6. **Lab 35** (`labs/lab35-robust-aggregation`): write the median, the trimmed mean, Krum and the
-#    server that applies them, graded against attackers the grader controls.
+# 6. **Lab 35** (`labs/lab35-robust-aggregation`): a rule this chapter does not build, the weighted
+#    geometric median by smoothed Weiszfeld steps, run as a server protocol in which workers send only
+#    weighted sums (so it could sit behind Chapter 14's secure aggregation), graded against attackers the
+#    grader controls and against the breakdown bound you derive.
 #
 # ## 9. Research directions
 #

@@ -1,207 +1,163 @@
-"""Lab 35: robust aggregation under f attackers. The grader owns the honest gradients, the attacks (it hands
-the Byzantine ranks their vectors), the transport and the counts; the references are the course
-library's rules (``scaleoutai.infra.robust_agg``), run here in the grader and unimportable in the sandbox."""
+"""Lab 35: the weighted geometric median by smoothed Weiszfeld steps, run as a server protocol over the
+workers' weighted sums. The grader owns the honest gradients, the attacks (it hands the Byzantine ranks their
+vectors), the transport, the counts of messages and rounds, and its own Weiszfeld iteration (below); the
+course's rules (``scaleoutai.infra.robust_agg``: median, trimmed mean, Krum) are unimportable in the sandbox."""
 from __future__ import annotations
-
-import itertools
-import math
 
 import numpy as np
 
 from scaleoutai.grading.checks import Case, CaseResult, Fail, Plan, Test, close, envelope_bytes, graded_after
-from scaleoutai.infra.robust_agg import aggregate, attack_vectors, multi_krum
+from scaleoutai.infra.robust_agg import attack_vectors, coordinate_median, multi_krum, trimmed_mean
 
-UNIMPORTABLE = ("scaleoutai.infra",)  # the course's answer
-# (rtol, atol per unit of K * max|v|): a rule may sum in the input's dtype, whose rounding grows with K and |v|
-TOL = {"float64": (1e-12, 1e-13), "float32": (1e-5, 1e-6)}
+UNIMPORTABLE = ("scaleoutai.infra",)  # the course's rules (median, trimmed mean, Krum)
+TOL = {"float64": (1e-10, 1e-10), "float32": (2e-6, 2e-6)}  # (rtol, atol per unit of max|v|)
 ATTACKS = ("sign_flip", "gaussian", "alie", "ipm")
-RULES = ("median", "trimmed_mean", "krum", "multi_krum")
-LIMIT = {"median": lambda K: (K - 1) // 2, "trimmed_mean": lambda K: (K - 1) // 2,
-         "krum": lambda K: (K - 3) // 2, "multi_krum": lambda K: (K - 3) // 2}
-# rule calls: (rule, K, d, f, m, dtype, kind); kind "ties" uses small integers, so equal values are everywhere
-CALLS = ([("median", K, d, 0, 1, dt, kind) for K, d, dt, kind in
-          [(1, 3, "float64", "random"), (2, 4, "float32", "random"), (3, 1, "float64", "random"),
-           (4, 5, "float64", "ties"), (5, 17, "float32", "random"), (6, 3, "float64", "ties"),
-           (8, 6, "float64", "random"), (9, 4, "float32", "ties")]]
-         + [("trimmed_mean", K, d, f, 1, dt, kind) for K, d, f, dt, kind in
-            [(1, 3, 0, "float64", "random"), (2, 5, 0, "float32", "random"), (3, 4, 1, "float64", "random"),
-             (4, 6, 1, "float64", "ties"), (5, 3, 2, "float32", "random"), (6, 7, 2, "float64", "ties"),
-             (7, 2, 1, "float64", "random"), (9, 5, 4, "float32", "random"), (9, 5, 3, "float64", "ties")]]
-         + [("krum", K, d, f, 1, dt, kind) for K, d, f, dt, kind in
-            [(3, 4, 0, "float64", "random"), (4, 3, 0, "float32", "random"), (5, 5, 1, "float64", "random"),
-             (6, 2, 1, "float64", "ties"), (7, 6, 2, "float32", "random"), (8, 4, 2, "float64", "ties"),
-             (9, 3, 3, "float64", "random"), (9, 8, 2, "float32", "ties")]]
-         + [("multi_krum", K, d, f, m, dt, kind) for K, d, f, m, dt, kind in
-            [(4, 3, 0, 4, "float64", "random"), (5, 4, 1, 2, "float64", "random"), (6, 5, 1, 5, "float32", "random"),
-             (7, 3, 2, 3, "float64", "ties"), (8, 6, 2, 6, "float64", "random"), (9, 4, 3, 6, "float32", "random"),
-             (9, 5, 1, 9, "float64", "ties")]])
-# hand-built stacks (integer values: exact in float32 and float64): (rule, f, m, dtype, what, rows)
-TIE_A = [[50, 100], [1, 2], [10, 20], [0, 0], [11, 22]]  # scores 82 (rows 1, 2) and 101 (rows 3, 4) tie
-TIE_B = [TIE_A[i] for i in (0, 2, 1, 4, 3)]  # the same vectors, each tie in the other order
-SQUARED = [[2, 0], [0, -1], [-2, 3], [-1, 1], [2, -1], [-3, -2]]  # plain distances, or one neighbour more or less, differ
-HAND = [("krum", 1, 1, "float64", "two vectors tie for the best score, the nearer to 0 first", TIE_A),
-        ("krum", 1, 1, "float32", "two vectors tie for the best score, the farther from 0 first", TIE_B),
-        ("krum", 1, 1, "float64", "squared distances and plain distances rank the vectors differently", SQUARED),
-        ("multi_krum", 1, 3, "float64", "the third place is a tie, the nearer to 0 first", TIE_A),
-        ("multi_krum", 1, 3, "float32", "the third place is a tie, the farther from 0 first", TIE_B),
-        ("multi_krum", 1, 5, "float32", "squared distances and plain distances rank the vectors differently", SQUARED)]
-OFFSET = [("krum", 7, 6, 2, 1), ("multi_krum", 8, 5, 2, 6)]  # (rule, K, d, f, m): float32, every entry near 3000
-REFUSE = [("trimmed_mean", 4, 2, 1), ("trimmed_mean", 5, 3, 1), ("trimmed_mean", 1, 1, 1), ("krum", 6, 2, 1),
-          ("krum", 4, 1, 1), ("krum", 2, 0, 1), ("krum", 5, 1, 0), ("krum", 5, 1, 6)]
-REFUSE_MORE = [("trimmed_mean", 5, -1, 1), ("krum", 6, -1, 1)]  # f below 0
-PROPERTY_CALLS, PROPERTY_SERVERS = 8, 2  # seeded random cases of every parameter
-# server cases: (K, rule, f, attackers, attack, dtype, backend)
-SERVER = [(1, "median", 0, 0, "none", "float64", "sim"), (2, "trimmed_mean", 0, 0, "none", "float32", "sim"),
-          (3, "median", 1, 1, "sign_flip", "float64", "sim"), (5, "trimmed_mean", 2, 2, "gaussian", "float64", "sim"),
-          (5, "krum", 1, 1, "alie", "float32", "sim"), (6, "median", 2, 2, "ipm", "float32", "sim"),
-          (7, "multi_krum", 2, 2, "sign_flip", "float64", "sim"), (7, "krum", 2, 1, "gaussian", "float64", "sim"),
-          (8, "trimmed_mean", 3, 3, "alie", "float64", "sim"), (9, "krum", 3, 3, "ipm", "float64", "sim"),
-          (9, "multi_krum", 3, 3, "gaussian", "float32", "sim"), (4, "median", 1, 1, "sign_flip", "float64", "sim"),
-          (3, "trimmed_mean", 1, 1, "sign_flip", "float64", "process")]
-D_SERVER = 7
-SERVER_TIE = [[50, 100, 0, 0, 0, 0, 0], [1, 2, 0, 0, 0, 0, 0], [10, 20, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0],
-              [11, 22, 0, 0, 0, 0, 0]]  # Krum's best score is a tie of ranks 1 and 2: rank order decides
+# stacks: (K, d, dtype, kind, counts, nu, tol, max_iter); counts "ones" or a list; kind as in _vectors
+CALLS = [(1, 3, "float64", "random", "ones", 1e-6, 1e-9, 20), (2, 4, "float32", "random", "ones", 1e-6, 1e-9, 50),
+         (3, 1, "float64", "random", "ones", 1e-4, 1e-10, 100), (4, 5, "float64", "ties", "ones", 1e-3, 1e-8, 60),
+         (5, 17, "float32", "clustered", "ones", 1e-4, 1e-7, 80), (5, 3, "float64", "onpoint", "ones", 1e-6, 1e-9, 40),
+         (8, 6, "float64", "clustered", "ones", 1e-4, 1e-9, 3), (9, 4, "float32", "ties", "ones", 1e-2, 1e-7, 60),
+         (7, 5, "float64", "offset", "ones", 1e-3, 1e-7, 50), (6, 6, "float64", "random", "ones", 1e-5, 0.0, 7)]
+WEIGHTED = [(3, 4, "float64", "random", [5, 0, 1], 1e-5, 1e-9, 60), (4, 3, "float64", "clustered", [0, 0, 3, 1], 1e-4,
+            1e-9, 80), (6, 5, "float32", "clustered", [7, 1, 19, 0, 3, 2], 1e-4, 1e-7, 60),
+            (9, 2, "float64", "random", [10 ** 6, 3, 2 * 10 ** 6, 7, 1, 0, 5, 10 ** 5, 2], 1e-4, 1e-9, 100),
+            (5, 3, "float64", "random", [0, 0, 4, 0, 0], 1e-6, 1e-9, 30),
+            (7, 4, "float32", "onpoint", [2, 1, 1, 3, 1, 1, 3], 1e-5, 1e-8, 50)]
+# refusals: (K, f, nu, tol, max_iter, counts) where the rule is not defined
+REFUSE = [(4, 2, 1e-6, 1e-9, 10, "ones"), (5, 3, 1e-6, 1e-9, 10, "ones"), (1, 1, 1e-6, 1e-9, 10, "ones"),
+          (5, -1, 1e-6, 1e-9, 10, "ones"), (5, 1, 0.0, 1e-9, 10, "ones"), (5, 1, 1e-6, -1e-9, 10, "ones"),
+          (5, 1, 1e-6, 1e-9, 0, "ones"), (5, 1, 1e-6, 1e-9, 10, [0, 0, 0, 0, 0]),
+          (5, 1, 1e-6, 1e-9, 10, [1, 2, -1, 3, 1]), (5, 1, 1e-6, 1e-9, 10, [1, 1, 1, 1])]
+PROPERTY_CALLS, PROPERTY_SERVERS, D_SERVER = 8, 2, 7
+# server cases: (K, f, attackers, attack, dtype, empty shard, nu, tol, max_iter, backend)
+SERVER = [(1, 0, 0, "none", "float64", False, 1e-6, 1e-9, 20, "sim"),
+          (2, 0, 0, "none", "float32", False, 1e-4, 1e-8, 30, "sim"),
+          (3, 1, 1, "sign_flip", "float64", False, 1e-4, 1e-8, 30, "sim"),
+          (4, 1, 1, "gaussian", "float64", True, 1e-4, 1e-8, 30, "sim"),
+          (5, 2, 2, "alie", "float32", False, 1e-3, 1e-7, 30, "sim"),
+          (6, 2, 2, "ipm", "float64", True, 1e-4, 1e-8, 30, "sim"),
+          (7, 3, 3, "sign_flip", "float64", False, 1e-4, 1e-9, 25, "sim"),
+          (8, 3, 2, "gaussian", "float32", True, 1e-3, 1e-7, 30, "sim"),
+          (9, 4, 4, "alie", "float64", False, 1e-4, 1e-8, 20, "sim"),
+          (5, 2, 2, "ipm", "float64", False, 1e-4, 1e-8, 30, "sim"),
+          (3, 1, 1, "sign_flip", "float64", False, 1e-4, 1e-8, 30, "process")]
+COURSE = "the lab asks for the geometric median by smoothed Weiszfeld steps; Chapter 35's median, trimmed mean " \
+         "and Krum are not it"
 
 
 def _vectors(rng: np.random.Generator, K: int, d: int, dtype: str, kind: str) -> np.ndarray:
-    if kind == "ties":
+    if kind == "ties":  # small integers, duplicated rows
         V = rng.integers(-2, 3, size=(K, d)).astype(dtype)
-        if K >= 4:
-            V[2] = V[0]  # a duplicated row: equal Krum scores, the lower index must win
+        V[1::2] = V[0::2][:K // 2]
         return V
-    if kind == "offset":  # far from 0: ||a||^2 + ||b||^2 - 2a.b cancels in float32, the differences do not
+    if kind == "clustered":  # an honest cloud and a third of the rows far away
+        V = rng.standard_normal(d) + 0.3 * rng.standard_normal((K, d))
+        V[K - K // 3:] = 20.0 * rng.standard_normal(d)
+        return V.astype(dtype)
+    if kind == "onpoint":  # the weighted mean starts exactly on a row: only the floor nu keeps beta finite
+        half = rng.integers(-3, 4, size=((K - 1) // 2, d)).astype(np.float64)
+        return np.concatenate([np.zeros((1, d)), half, -half, np.zeros((1 - K % 2, d))]).astype(dtype)
+    if kind == "offset":  # far from 0: the stopping rule is relative to |z|
         return (3000.0 + rng.standard_normal((K, d))).astype(dtype)
     return (rng.standard_normal((K, d)) * rng.uniform(0.5, 3.0)).astype(dtype)
 
 
-def _krum(V: np.ndarray, f: int, m: int, power: int = 2, ties: str = "low", gram: bool = False,
-          more: int = 0) -> np.ndarray:
-    """Multi-Krum as the lab defines it (power 2, ties to the lower index, differences first) and the
-    variants students write by mistake, to name the mistake in the feedback."""
-    K, V64 = len(V), V.astype(np.float64)
-    if gram:  # ||a||^2 + ||b||^2 - 2a.b in the input's dtype
-        norms = (V * V).sum(axis=1)
-        D = (norms[:, None] + norms[None, :] - 2 * (V @ V.T)).astype(np.float64)
-    else:
-        D = ((V64[:, None, :] - V64[None, :, :]) ** 2).sum(axis=-1)
-    D = np.sqrt(np.maximum(D, 0)) if power == 1 else D
-    np.fill_diagonal(D, np.inf)
-    if more < 0:  # the vector counted as its own neighbour
-        np.fill_diagonal(D, 0.0)
-    s = np.sort(D, axis=1)[:, :K - f - 2 + max(more, 0)].sum(axis=1)
-    order = np.argsort(s, kind="stable") if ties == "low" else K - 1 - np.argsort(s[::-1], kind="stable")
-    return V64[np.sort(order[:m])].mean(axis=0).astype(V.dtype)
+def weiszfeld(V: np.ndarray, c, nu: float, tol: float, max_iter: int, power: int = 1, start: str = "mean",
+              weigh: bool = True, stop: bool = True) -> tuple[np.ndarray, int]:
+    """(aggregate in V's dtype, number of steps): the lab's rule (defaults) and the variants students write."""
+    V64, c = V.astype(np.float64), np.asarray(c, dtype=np.float64)
+    z = (c[:, None] * V64).sum(axis=0) / c.sum() if start == "mean" else np.zeros(V.shape[1])
+    steps = 0
+    with np.errstate(all="ignore"):
+        for steps in range(1, max_iter + 1):
+            dist = np.linalg.norm(V64 - z, axis=1) ** power
+            beta = (c if weigh else (c > 0).astype(float)) / (np.maximum(nu, dist) if nu else dist)
+            z_new = (beta[:, None] * V64).sum(axis=0) / beta.sum()
+            step, z = np.linalg.norm(z_new - z), z_new
+            if stop and step <= tol * max(1.0, np.linalg.norm(z)):
+                break
+    return z.astype(V.dtype), steps
 
 
-KRUM_MISTAKES = [(dict(power=1), "the scores must sum squared distances ||v_i - v_j||^2, not distances"),
-                 (dict(ties="high"), "among equal scores the lower index comes first"),
-                 (dict(gram=True), "the distances went through ||a||^2 + ||b||^2 - 2a.b in the input's dtype, "
-                                   "which cancels for vectors far from 0: take the differences first (or compute in "
-                                   "float64)"),
-                 (dict(more=1), "a score sums K - f - 2 neighbours, not K - f - 1"),
-                 (dict(more=-1), "a vector is not its own neighbour (j != i)")]
+MISTAKES = [(dict(power=2), "the weights are c_i / max(nu, |g_i - z|), not over the squared distance"),
+            (dict(weigh=False), "beta_i = c_i / max(nu, |g_i - z|) carries the count c_i in every step"),
+            (dict(start="zero"), "the iteration starts from the weighted mean"),
+            (dict(stop=False), "stop at the first step that moves z by at most tol * max(1, |z|)")]
 
 
-def _clear_margin(V: np.ndarray, f: int, m: int) -> bool:
-    """The m-th and (m+1)-th Krum scores differ by far more than float32 rounding (or m = K)."""
-    s = np.sort(_scores(V.astype(np.float64), f))
-    return m >= len(V) or s[m] - s[m - 1] > 1e-3 * max(1.0, s[m])
+def _counts(rng: np.random.Generator, K: int, spec) -> np.ndarray:
+    return np.ones(K, dtype=np.int64) if spec == "ones" else np.asarray(spec, dtype=np.int64)
 
 
-def _scores(V64: np.ndarray, f: int) -> np.ndarray:
-    D = ((V64[:, None, :] - V64[None, :, :]) ** 2).sum(axis=-1)
-    np.fill_diagonal(D, np.inf)
-    return np.sort(D, axis=1)[:, :len(V64) - f - 2].sum(axis=1)
+def _add_call(p: Plan, cid: str, group: str, K: int, d: int, dt: str, f: int, c: np.ndarray, nu: float, tol: float,
+              it: int, V: np.ndarray, note: str) -> None:
+    label = f"K={K}, d={d}, {dt}, f={f}, nu={nu:g}, tol={tol:g}, max_iter={it}{note}"
+    case = Case(id=cid, fn="grader_call", mode="call", timeout=5, label=label,
+                data={"group": group, "K": K, "d": d, "dtype": dt, "f": f, "nu": nu, "tol": tol, "it": it})
+    p.add_in_order(case, [("vectors", V), ("counts", c), ("=", f), ("=", nu), ("=", tol), ("=", it)])
 
 
-def _random_call(rng: np.random.Generator, rule: str) -> tuple:
-    """(K, d, f, m, dtype, kind, vectors) of a rule with every parameter drawn, inside the rule's limits."""
-    K = int(rng.integers(3 if "krum" in rule else 1, 10))
-    f = int(rng.integers(0, LIMIT[rule](K) + 1)) if rule != "median" else 0
-    m = int(rng.integers(1, K + 1)) if rule == "multi_krum" else 1
-    d, dt = int(rng.integers(1, 13)), str(rng.choice(["float32", "float64"]))
-    kind = str(rng.choice(["random", "ties", "offset"]))
-    V = _vectors(rng, K, d, dt, kind)
-    while "krum" in rule and kind != "ties" and not _clear_margin(V, f, m):
-        V = _vectors(rng, K, d, dt, kind)
-    return K, d, f, m, dt, kind, V
-
-
-def _add_call(p: Plan, cid: str, rule: str, K: int, d: int, f: int, m: int, dt: str, note: str, V: np.ndarray) -> None:
-    what = {"median": "coordinate_median", "trimmed_mean": f"trimmed_mean, f={f}", "krum": f"krum, f={f}",
-            "multi_krum": f"krum, f={f}, m={m}"}[rule]
-    case = Case(id=cid, fn="grader_call", mode="call", timeout=5, label=f"{what}, K={K}, d={d}, {dt}{note}",
-                data={"group": rule, "rule": rule, "f": f, "m": m, "K": K, "d": d, "dtype": dt})
-    p.add_in_order(case, [("vectors", V), ("=", rule), ("=", f), ("=", m)])
-
-
-def _add_refuse(p: Plan, cid: str, rule: str, K: int, f: int, m: int, V: np.ndarray) -> None:
-    what = f"trimmed_mean with f={f} of K={K}" if rule == "trimmed_mean" else f"krum with K={K}, f={f}, m={m}"
-    case = Case(id=cid, fn="grader_call", mode="call", timeout=5, label=what,
-                data={"group": "refuse", "rule": rule, "f": f, "m": m, "K": K})
-    p.add_in_order(case, [("vectors", V), ("=", rule), ("=", f), ("=", m)])
-
-
-def _add_server(p: Plan, cid: str, K: int, rule: str, f: int, n_byz: int, attack: str, dt: str, backend: str,
-                grads: np.ndarray, note: str = "") -> None:
-    where = "simulator" if backend == "sim" else "3 real processes"
-    who = f"{n_byz} attacker(s) on ranks {list(range(K - n_byz, K))} ({attack})" if n_byz else "no attackers"
-    case = Case(id=cid, fn="robust_aggregate", label=f"{note}K={K}, {rule}, f={f}, {who}, d={D_SERVER}, {dt}, {where}",
-                world_size=K, backend=backend, timeout=30 if backend == "process" else 10,
-                data={"group": "server" if backend == "sim" else "process", "rule": rule, "f": f,
-                      "n_byz": n_byz, "grads": grads, "dtype": dt})
-    p.add_in_order(case, [("grad", list(grads)), ("=", rule), ("=", f)])
-
-
-def _attacked(rng: np.random.Generator, K: int, n_byz: int, attack: str, dt: str) -> np.ndarray:
+def _attacked(rng: np.random.Generator, K: int, n_byz: int, attack: str, dt: str, empty: bool):
     honest = rng.standard_normal((K - n_byz, D_SERVER)) * 0.5 + rng.standard_normal(D_SERVER)
     byz = attack_vectors(attack, honest, n_byz, rng) if n_byz else np.zeros((0, D_SERVER))
-    return np.concatenate([honest, byz]).astype(dt)  # rank 0 (the server) is honest; attackers last
+    c = rng.integers(1, 9, K)
+    if empty:
+        c[1] = 0  # an honest worker with an empty shard (rank 0, the server, keeps its data)
+    while c[K - n_byz:].sum() >= c[:K - n_byz].sum():  # attackers hold less than half of the weight
+        c[K - n_byz:] = np.maximum(1, c[K - n_byz:] // 2)
+        c[0] += 1
+    return np.concatenate([honest, byz]).astype(dt), c.astype(np.int64)
+
+
+def _add_server(p: Plan, cid: str, K: int, f: int, n_byz: int, attack: str, dt: str, empty: bool, nu: float,
+                tol: float, it: int, backend: str, rng: np.random.Generator, note: str = "") -> None:
+    grads, c = _attacked(rng, K, n_byz, attack, dt, empty)
+    where = "simulator" if backend == "sim" else "3 real processes"
+    who = f"{n_byz} attacker(s) on ranks {list(range(K - n_byz, K))} ({attack})" if n_byz else "no attackers"
+    label = (f"{note}K={K}, f={f}, {who}, {'an empty shard, ' if empty else ''}d={D_SERVER}, {dt}, nu={nu:g}, "
+             f"tol={tol:g}, max_iter={it}, {where}")
+    case = Case(id=cid, fn="robust_aggregate", label=label, world_size=K, backend=backend,
+                timeout=30 if backend == "process" else 15,
+                data={"group": "server" if backend == "sim" else "process", "f": f, "n_byz": n_byz, "grads": grads,
+                      "counts": c, "dtype": dt, "nu": nu, "tol": tol, "it": it})
+    p.add_in_order(case, [("grad", list(grads)), ("count", [np.array(x) for x in c]), ("=", f), ("=", nu), ("=", tol),
+                          ("=", it)])
 
 
 def plan(rng: np.random.Generator) -> Plan:
     p = Plan()
-    for i, (rule, K, d, f, m, dt, kind) in enumerate(CALLS):
-        _add_call(p, f"r{i:02d}", rule, K, d, f, m, dt, ", integer values with ties" if kind == "ties" else "",
-                  _vectors(rng, K, d, dt, kind))
-    for i, (rule, K, f, m) in enumerate(REFUSE):
-        _add_refuse(p, f"x{i}", rule, K, f, m, rng.standard_normal((K, 3)))
-    for i, (K, rule, f, n_byz, attack, dt, backend) in enumerate(SERVER):
-        _add_server(p, f"s{i:02d}", K, rule, f, n_byz, attack, dt, backend, _attacked(rng, K, n_byz, attack, dt))
-    for i, (rule, f, m, dt, what, rows) in enumerate(HAND):
-        V = np.array(rows, dtype=dt)
-        _add_call(p, f"h{i}", rule, len(V), V.shape[1], f, m, dt, f", integer values: {what}", V)
-    for i, (rule, K, d, f, m) in enumerate(OFFSET):  # drawn until the Gram-matrix distances pick other vectors
-        V = _vectors(rng, K, d, "float32", "offset")
-        while not _clear_margin(V, f, m) or np.abs(_krum(V, f, m, gram=True) - _krum(V, f, m)).max() < 0.5:
-            V = _vectors(rng, K, d, "float32", "offset")
-        _add_call(p, f"o{i}", rule, K, d, f, m, "float32", ", every entry near 3000", V)
+    for group, table in (("gm", CALLS), ("weighted", WEIGHTED)):
+        for i, (K, d, dt, kind, spec, nu, tol, it) in enumerate(table):
+            _add_call(p, f"{group}{i}", group, K, d, dt, (K - 1) // 2, _counts(rng, K, spec), nu, tol, it,
+                      _vectors(rng, K, d, dt, kind), f" ({kind} rows{'' if spec == 'ones' else ', uneven counts'})")
+    for i, (K, f, nu, tol, it, spec) in enumerate(REFUSE):
+        case = Case(id=f"x{i}", fn="grader_call", mode="call", timeout=5, data={"group": "refuse"},
+                    label=f"K={K}, f={f}, nu={nu:g}, tol={tol:g}, max_iter={it}, counts {'all 1' if spec == 'ones' else spec}")
+        p.add_in_order(case, [("vectors", rng.standard_normal((K, 3))), ("counts", _counts(rng, K, spec)), ("=", f),
+                              ("=", nu), ("=", tol), ("=", it)])
+    for i, args in enumerate(SERVER):
+        _add_server(p, f"s{i:02d}", *args, rng=rng)
     for i in range(PROPERTY_CALLS):
-        rule = RULES[i % len(RULES)]
-        K, d, f, m, dt, kind, V = _random_call(rng, rule)
-        _add_call(p, f"p{i}", rule, K, d, f, m, dt, f", seeded random case ({kind} values)", V)
-    for i, (rule, K, f, m) in enumerate(REFUSE_MORE):
-        _add_refuse(p, f"y{i}", rule, K, f, m, rng.standard_normal((K, 3)))
-    _add_server(p, "t0", 5, "krum", 1, 0, "none", "float64", "sim", np.array(SERVER_TIE, dtype=np.float64),
-                "Krum's best score tied between two ranks, ")
+        K, d, dt = int(rng.integers(1, 10)), int(rng.integers(1, 13)), str(rng.choice(["float32", "float64"]))
+        kind = str(rng.choice(["random", "ties", "clustered", "onpoint", "offset"]))
+        c = rng.integers(0, 6, K) if i % 2 else np.ones(K, dtype=np.int64)
+        c[int(rng.integers(0, K))] += i % 2  # a positive sum
+        nu, tol = float(10.0 ** -rng.integers(2, 7)), float(10.0 ** -rng.integers(6, 11))
+        _add_call(p, f"p{i}", "weighted" if i % 2 else "gm", K, d, dt, int(rng.integers(0, (K - 1) // 2 + 1)), c,
+                  nu, tol, int(rng.integers(1, 80)), _vectors(rng, K, d, dt, kind), f", seeded random case ({kind} rows)")
     for i in range(PROPERTY_SERVERS):
-        rule = str(rng.choice(RULES))
-        K = int(rng.integers(3 if "krum" in rule else 2, 10))
-        f = int(rng.integers(0, LIMIT[rule](K) + 1))
-        n_byz, dt = int(rng.integers(0, f + 1)), str(rng.choice(["float32", "float64"]))
-        attack = str(rng.choice(ATTACKS)) if n_byz else "none"
-        _add_server(p, f"u{i}", K, rule, f, n_byz, attack, dt, "sim", _attacked(rng, K, n_byz, attack, dt),
-                    "seeded random case, ")
+        K = int(rng.integers(2, 10))
+        f = int(rng.integers(0, (K - 1) // 2 + 1))
+        n_byz = int(rng.integers(0, f + 1))
+        _add_server(p, f"u{i}", K, f, n_byz, str(rng.choice(ATTACKS)) if n_byz else "none",
+                    str(rng.choice(["float32", "float64"])), bool(rng.integers(0, 2)) and K > 2, 1e-4, 1e-8, 25,
+                    "sim", rng, "seeded random case, ")
     return p
-
-
-def _reference(V: np.ndarray, rule: str, f: int, m: int) -> np.ndarray:
-    return multi_krum(V, f, m) if rule in ("krum", "multi_krum") else aggregate(V, rule, f)
 
 
 def _close(got: np.ndarray, want: np.ndarray, dtype: str, V: np.ndarray, what: str) -> None:
     rtol, atol = TOL[dtype]
-    close(got, want, rtol, atol * len(V) * max(1.0, float(np.abs(V).max())), what)
+    close(got, want, rtol, atol * max(1.0, float(np.abs(V).max())), what)
 
 
 def _matches(got: np.ndarray, want: np.ndarray, dtype: str, V: np.ndarray) -> bool:
@@ -212,64 +168,65 @@ def _matches(got: np.ndarray, want: np.ndarray, dtype: str, V: np.ndarray) -> bo
     return True
 
 
-def rule_value(res: CaseResult):
+def _why(got: np.ndarray, V: np.ndarray, c: np.ndarray, f: int, nu: float, tol: float, it: int, dt: str) -> str:
+    """Name the mistake when the answer is a known wrong rule (the course's rules first)."""
+    course = [lambda: coordinate_median(V), lambda: trimmed_mean(V, f), lambda: multi_krum(V, f, 1)]
+    for rule in course:
+        try:
+            if _matches(got, rule(), dt, V):
+                return f": {COURSE}"
+        except ValueError:
+            pass
+    why = [w for how, w in MISTAKES if _matches(got, weiszfeld(V, c, nu, tol, it, **how)[0], dt, V)]
+    return f": {why[0]}" if len(why) == 1 else ""
+
+
+def gm_value(res: CaseResult):
     c = res.case.data
-    V = res.shared("vectors")
-    raw = res.value(0, "result", array_only=False)
-    if raw.shape == (0,):
-        raise Fail(f"raised ValueError for f={c['f']}, K={c['K']}" + (f", m={c['m']}" if c["rule"] != "median" else "")
-                   + ", where the rule is defined")
+    V, counts = res.shared("vectors"), res.shared("counts")
+    if res.value(0, "result", array_only=False).shape == (0,):
+        raise Fail("raised ValueError where the geometric median is defined")
     got = res.value(0, "result", dtype=c["dtype"], shape=(c["d"],), array_only=False)
+    want = weiszfeld(V, counts, c["nu"], c["tol"], c["it"])[0]
     try:
-        _close(got, _reference(V, c["rule"], c["f"], c["m"]), c["dtype"], V, "the aggregate")
+        _close(got, want, c["dtype"], V, "the geometric median")
     except Fail as exc:
-        if "krum" in c["rule"]:  # name the mistake when exactly one known mistake gives this answer
-            why = [why for how, why in KRUM_MISTAKES if _matches(got, _krum(V, c["f"], c["m"], **how), c["dtype"], V)]
-            if len(why) == 1:
-                raise Fail(f"{exc}: {why[0]}") from None
-        raise
+        raise Fail(f"{exc}{_why(got, V, counts, c['f'], c['nu'], c['tol'], c['it'], c['dtype'])}") from None
     return 1.0, ""
 
 
 def refuse(res: CaseResult):
-    c = res.case.data
-    raw = res.value(0, "result", array_only=False)
-    if raw.shape != (0,):
-        need = ("0 <= f and 2f < K" if c["rule"] == "trimmed_mean" else "0 <= f" if c["f"] < 0 else
-                "K > 2f + 2" if c["K"] <= 2 * c["f"] + 2 else "1 <= m <= K")
-        raise Fail(f"returned a vector instead of raising ValueError: {c['rule']} needs {need}")
+    if res.value(0, "result", array_only=False).shape != (0,):
+        raise Fail("returned a vector instead of raising ValueError: the rule needs 0 <= f with 2f < K, nu > 0, "
+                   "tol >= 0, max_iter >= 1 and K counts >= 0 with a positive sum")
     return 1.0, ""
 
 
 def _bound_check(res: CaseResult, r: int, got: np.ndarray) -> None:
     c = res.case.data
-    K, f, n_byz = res.case.world_size, c["f"], c["n_byz"]
-    honest = c["grads"][:K - n_byz].astype(np.float64)
-    g = got.astype(np.float64)
-    if c["rule"] in ("median", "trimmed_mean"):
-        slack = 1e-5 * (1 + np.abs(honest).max())
-        out = int(((g < honest.min(axis=0) - slack) | (g > honest.max(axis=0) + slack)).sum())
-        if out:
-            raise Fail(f"rank {r}'s aggregate left the range of the honest gradients in {out} of {g.size} "
-                       f"coordinates: the attackers moved it (a robust {c['rule']} stays inside that range)")
-    else:
-        diam = max((np.linalg.norm(a - b) for a, b in itertools.combinations(honest, 2)), default=0.0)
-        centre = honest.mean(axis=0)
-        reach = math.sqrt(K - f - 2) * diam + np.linalg.norm(honest - centre, axis=1).max()
-        if np.linalg.norm(g - centre) > reach * (1 + 1e-5) + 1e-6:
-            raise Fail(f"rank {r}'s aggregate is {np.linalg.norm(g - centre):.3g} from the honest mean, more than the "
-                       f"{reach:.3g} Krum guarantees: the attackers' vectors were chosen")
+    K, n_byz, counts = res.case.world_size, c["n_byz"], c["counts"].astype(np.float64)
+    honest, w = c["grads"][:K - n_byz].astype(np.float64), counts[:K - n_byz]
+    W_h, W_b = w.sum(), counts[K - n_byz:].sum()
+    centre = (w[:, None] * honest).sum(axis=0) / W_h
+    reach = np.linalg.norm(honest[w > 0] - centre, axis=1).max()
+    bound = 2 * W_h * reach / (W_h - W_b)
+    gap = np.linalg.norm(got.astype(np.float64) - centre)
+    if not gap <= bound * (1 + 1e-5) + 1e-6:
+        raise Fail(f"rank {r}'s aggregate is {gap:.3g} from the honest weighted mean, more than the {bound:.3g} the "
+                   f"geometric median guarantees (2 W_H r / (W_H - W_B)): the attackers moved it")
 
 
 def _server_values(res: CaseResult) -> None:
     c = res.case.data
-    K = res.case.world_size
-    m = K - c["f"] if c["rule"] == "multi_krum" else 1
-    want = _reference(c["grads"], c["rule"], c["f"], m)
-    for r in range(K):
+    want = weiszfeld(c["grads"], c["counts"], c["nu"], c["tol"], c["it"])[0]
+    for r in range(res.case.world_size):
         got = res.value(r, "aggregate", dtype=c["dtype"], shape=(D_SERVER,))
         _bound_check(res, r, got)
-        _close(got, want, c["dtype"], c["grads"], f"rank {r}'s aggregate (the rule on the K gradients in rank order)")
+        try:
+            _close(got, want, c["dtype"], c["grads"], f"rank {r}'s aggregate (Weiszfeld over the weighted sums)")
+        except Fail as exc:
+            raise Fail(f"{exc}{_why(got, c['grads'], c['counts'], c['f'], c['nu'], c['tol'], c['it'], c['dtype'])}") \
+                from None
 
 
 def server(res: CaseResult):
@@ -278,20 +235,23 @@ def server(res: CaseResult):
 
 
 def traffic(res: CaseResult):
-    """The grader's own counts: one gradient to rank 0 from each rank, one aggregate back to each rank."""
+    """The grader's own counts: R + 1 messages of d + 1 float64 numbers each way per worker, a star around 0."""
     graded_after(lambda: _server_values(res), "the aggregate")
-    K, item = res.case.world_size, np.dtype(res.case.data["dtype"]).itemsize
-    one = D_SERVER * item + envelope_bytes(2)  # d numbers of the input's dtype and a header (a vector or one row)
+    c, K = res.case.data, res.case.world_size
+    R = weiszfeld(c["grads"], c["counts"], c["nu"], c["tol"], c["it"])[1]
+    one = (D_SERVER + 1) * 8 + envelope_bytes(1)
     for r in range(1, K):
         s = res.stats(r)
-        if s["messages_sent"] != 1 or s["bytes_sent"] > one:
-            raise Fail(f"rank {r} sent {s['messages_sent']} messages, {s['bytes_sent']} bytes; a worker sends its "
-                       f"gradient to rank 0 once (d = {D_SERVER} numbers of {res.case.data['dtype']}, at most {one} "
-                       f"bytes with the message header)")
+        if s["messages_sent"] != R + 1 or s["messages_received"] != R + 1 or s["bytes_sent"] > (R + 1) * one:
+            raise Fail(f"rank {r} sent {s['messages_sent']} and received {s['messages_received']} messages "
+                       f"({s['bytes_sent']} bytes sent); this case takes {R} Weiszfeld steps, so a worker sends "
+                       f"{R + 1} sums [beta g, beta] of d + 1 float64 (round 0 and one per step) and receives "
+                       f"{R + 1} (each z, then the aggregate): stop at the first step that moves z by at most "
+                       f"tol * max(1, |z|), and send weighted sums, never the raw gradient alone")
     s = res.stats(0)
-    if s["messages_sent"] != K - 1 or s["bytes_sent"] > (K - 1) * one:
-        raise Fail(f"rank 0 sent {s['messages_sent']} messages, {s['bytes_sent']} bytes; the server sends the "
-                   f"aggregate once to each of the other {K - 1} ranks (at most {(K - 1) * one} bytes)")
+    if s["messages_sent"] != (K - 1) * (R + 1) or s["bytes_sent"] > (K - 1) * (R + 1) * one:
+        raise Fail(f"rank 0 sent {s['messages_sent']} messages ({s['bytes_sent']} bytes); in {R} steps the server "
+                   f"sends each of the {K - 1} workers {R} estimates [z, 0] and one aggregate [z, 1]")
     wrong = sorted({(e.rank, e.peer) for e in res.trace if e.kind == "send" and 0 not in (e.rank, e.peer)})
     if wrong:
         raise Fail(f"workers sent to each other ({wrong[:3]}): every message goes to or from the server, rank 0")
@@ -299,19 +259,18 @@ def traffic(res: CaseResult):
 
 
 TESTS = [
-    Test("median", "coordinate_median: per coordinate, the middle value or the mean of the two middle ones "
-         "(K = 1-9, float32/float64, ties)", select=lambda c: c.data["group"] == "median", check=rule_value),
-    Test("trimmed_mean", "trimmed_mean drops the f smallest and f largest per coordinate (f = 0 to the limit)",
-         select=lambda c: c.data["group"] == "trimmed_mean", check=rule_value),
-    Test("krum", "krum (m = 1) picks the vector of smallest score over K - f - 2 neighbours, ties to the lower index",
-         select=lambda c: c.data["group"] == "krum", check=rule_value),
-    Test("multi_krum", "multi-Krum averages the m vectors of smallest score", select=lambda c: c.data["group"] ==
-         "multi_krum", check=rule_value),
-    Test("limits", "f too large for the rule (or m out of 1..K) raises ValueError",
+    Test("geometric_median", "geometric_median: smoothed Weiszfeld steps from the mean, stopped by tol or max_iter "
+         "(K = 1-9, float32/float64, ties, rows far from 0, the mean on a row)",
+         select=lambda c: c.data["group"] == "gm", check=gm_value),
+    Test("weighted", "the weighted geometric median: uneven sample counts and empty shards (count 0)",
+         select=lambda c: c.data["group"] == "weighted", check=gm_value),
+    Test("limits", "ValueError for f >= K/2, f < 0, nu <= 0, tol < 0, max_iter < 1 and bad counts",
          select=lambda c: c.data["group"] == "refuse", check=refuse),
-    Test("server", "robust_aggregate under attack: every rank gets the rule's aggregate, within the rule's bound "
-         "of the honest gradients (K = 1-9, four attacks)", select=lambda c: c.data["group"] == "server", check=server),
-    Test("traffic", "one gradient to rank 0 per worker, one aggregate back per worker (the grader's counts)",
+    Test("server", "robust_aggregate under attack: every rank gets the grader's Weiszfeld aggregate, within the "
+         "geometric median's bound of the honest gradients (K = 1-9, four attacks, empty shards)",
+         select=lambda c: c.data["group"] == "server", check=server),
+    Test("traffic", "the protocol, from the grader's counts: round 0 and one round per Weiszfeld step, d + 1 "
+         "numbers per message, the server's stopping rule, a star around rank 0",
          select=lambda c: c.data["group"] == "server" and c.world_size > 1, check=traffic),
     Test("correct_process", "the same aggregate on 3 real processes", select=lambda c: c.data["group"] == "process",
          check=server),

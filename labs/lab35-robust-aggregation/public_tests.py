@@ -12,32 +12,51 @@ def _expect_value_error(fn, what):
     raise AssertionError(f"{what} must raise ValueError")
 
 
-def run_public_tests(coordinate_median, trimmed_mean, krum, robust_aggregate):
-    V = np.array([[1.0, 5.0], [2.0, -1.0], [9.0, 0.0], [3.0, 2.0]])
-    np.testing.assert_allclose(coordinate_median(V), [2.5, 1.0], err_msg="median of an even K: mean of the middle two")
-    np.testing.assert_allclose(coordinate_median(V[:3]), [2.0, 0.0], err_msg="median of K = 3")
-    np.testing.assert_allclose(trimmed_mean(V, 1), [2.5, 1.0], err_msg="trimmed mean, f = 1 of K = 4")
-    np.testing.assert_allclose(trimmed_mean(V, 0), V.mean(axis=0), err_msg="trimmed mean with f = 0 is the mean")
-    assert coordinate_median(V.astype(np.float32)).dtype == np.float32, "keep the input's dtype"
-    print("ok: median and trimmed mean on a hand-made example")
+def _weiszfeld_two_steps(V, c, nu):
+    """Two smoothed Weiszfeld steps from the weighted mean, written out (tol = 0, max_iter = 2)."""
+    z = (c[:, None] * V).sum(axis=0) / c.sum()
+    for _ in range(2):
+        b = c / np.maximum(nu, np.linalg.norm(V - z, axis=1))
+        z = (b[:, None] * V).sum(axis=0) / b.sum()
+    return z
 
-    W = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [50.0, -50.0]])
-    np.testing.assert_allclose(krum(W, 1, 1), [0.0, 0.0], err_msg="Krum: all four honest vectors tie; lower index")
-    np.testing.assert_allclose(krum(W, 1, 4), [0.5, 0.5], err_msg="multi-Krum with m = K - f leaves the outlier out")
-    np.testing.assert_allclose(krum(W, 1, 5), W.mean(axis=0), err_msg="multi-Krum with m = K is the mean")
-    _expect_value_error(lambda: trimmed_mean(V, 2), "trimmed_mean with f = 2 of K = 4")
-    _expect_value_error(lambda: krum(W[:4], 1, 1), "krum with K = 4, f = 1 (needs K > 2f + 2)")
-    print("ok: Krum, multi-Krum and the limits on f")
+
+def run_public_tests(geometric_median, robust_aggregate):
+    # three points of an equilateral-ish triangle and one far outlier
+    V = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 1.5], [40.0, -30.0]])
+    ones = np.ones(4)
+    z = geometric_median(V, ones, 1, 1e-6, 0.0, 2)
+    np.testing.assert_allclose(z, _weiszfeld_two_steps(V, ones, 1e-6), rtol=1e-12,
+                               err_msg="two Weiszfeld steps from the mean (tol = 0, max_iter = 2)")
+    z = geometric_median(V, ones, 1, 1e-6, 1e-12, 500)
+    r = np.linalg.norm(V[:3] - [1.0, 0.5], axis=1).max()  # honest mean (1, 0.5); W_H = 3, W_B = 1
+    assert np.linalg.norm(z - [1.0, 0.5]) <= 2 * 3 / (3 - 1) * r, "one attacker of four: within the bound"
+    assert geometric_median(V.astype(np.float32), ones, 1, 1e-6, 1e-9, 50).dtype == np.float32, "keep the dtype"
+    np.testing.assert_allclose(geometric_median(V[:1], [3], 0, 1e-6, 1e-9, 10), V[0], err_msg="K = 1")
+    zero_last = geometric_median(V, [1, 1, 1, 0], 1, 1e-6, 1e-12, 500)
+    three = geometric_median(V[:3], [1, 1, 1], 1, 1e-6, 1e-12, 500)
+    np.testing.assert_allclose(zero_last, three, atol=1e-6, err_msg="a count of 0 weighs nothing")
+    print("ok: geometric_median on a hand-made example")
+
+    _expect_value_error(lambda: geometric_median(V, ones, 2, 1e-6, 1e-9, 10), "f = 2 of K = 4 (needs 2f < K)")
+    _expect_value_error(lambda: geometric_median(V, ones, 1, 0.0, 1e-9, 10), "nu = 0")
+    _expect_value_error(lambda: geometric_median(V, np.zeros(4), 1, 1e-6, 1e-9, 10), "counts summing to 0")
+    print("ok: the limits")
 
     rng = np.random.default_rng(5)
-    for K, f, rule in ((1, 0, "median"), (4, 1, "trimmed_mean"), (5, 1, "krum"), (7, 2, "multi_krum")):
+    for K, f in ((1, 0), (3, 1), (5, 2)):
         grads = rng.standard_normal((K, 3))
         grads[K - f:] = 100.0  # the last f ranks attack
-        want = {"median": lambda: coordinate_median(grads), "trimmed_mean": lambda: trimmed_mean(grads, f),
-                "krum": lambda: krum(grads, f, 1), "multi_krum": lambda: krum(grads, f, K - f)}[rule]()
-        res = cluster.run(lambda comm: robust_aggregate(comm, grads[comm.rank], rule, f), K, timeout=30)
+        counts = rng.integers(1, 4, K)
+        want = geometric_median(grads, counts, f, 1e-4, 1e-8, 40)
+        res = cluster.run(lambda comm: robust_aggregate(comm, grads[comm.rank], int(counts[comm.rank]), f, 1e-4,
+                                                        1e-8, 40), K, backend="sim", timeout=30)
         for r, got in enumerate(res.values):
-            np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=f"rank {r}'s aggregate, K={K}, {rule}")
-        assert res.stats[0].messages_sent == K - 1, "rank 0 sends the aggregate once to every other rank"
-        print(f"ok: robust_aggregate, K={K}, {rule}, {f} attacker(s)")
-    print("public tests passed; the grader also tries K up to 9, float32, ties, four attacks and 3 processes")
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12, err_msg=f"rank {r}'s aggregate, K={K}")
+        if K > 1:
+            rounds = res.stats[1].messages_sent - 1
+            assert all(s.messages_sent == rounds + 1 for s in res.stats[1:]), "every worker answers every round"
+            assert res.stats[0].messages_sent == (K - 1) * (rounds + 1), "rank 0 sends z, and the aggregate, to all"
+        print(f"ok: robust_aggregate, K={K}, {f} attacker(s)")
+    print("public tests passed; the grader also tries K up to 9, float32, empty shards, four attacks, "
+          "its own round counts and 3 processes")

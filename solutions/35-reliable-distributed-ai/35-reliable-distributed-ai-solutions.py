@@ -362,19 +362,29 @@ print(f"sigma by RDP composition {sigma_rdp:.3f} (spent {ledger.spent():.3f}); "
 # `labs/lab35-robust-aggregation/lab35-robust-aggregation.py`; the hidden tests, the rubric and the
 # mutants are in `grading/lab35-robust-aggregation/` (`tests.py`, `rubric.yaml`, `mutants/`).
 #
-# **Key ideas of the answer.** The median is per coordinate (`axis=0` of the $(K, P)$ stack), computed in
-# float64 and returned in the input dtype. The trimmed mean sorts each coordinate and drops exactly $f$
-# values at *each* end, refusing $f$ outside $0 \le f < K/2$ with a `ValueError`. Krum computes all
-# pairwise squared distances, sets the diagonal to $+\infty$ (a vector is not its own neighbour), sums
-# the $K - f - 2$ smallest per row, returns the arg-min, and refuses $K \le 2f + 2$; multi-Krum averages
-# the $m$ *best-scored* vectors. The server step is the pattern of Section 3: each worker sends once to
-# rank 0, rank 0 stacks in rank order, applies the requested rule with the requested $f$, and sends the
-# result back, so rank 0 sends $K - 1$ messages and every other rank one.
+# The lab asks for the step after this chapter's rules: the weighted **geometric median** by smoothed
+# Weiszfeld steps (Pillutla, Kakade and Harchaoui 2022), run as a protocol in which the server only ever
+# needs the two sums $\sum_i \beta_i g_i$ and $\sum_i \beta_i$ (so it would run under Chapter 14's secure
+# aggregation), not the coordinate median, trimmed mean or Krum of Sections 2 and 3.
 #
-# **Mistakes the rubric catches** (from the mutants): letting Krum count a vector as its own nearest
-# neighbour, or scoring over $K - f - 1$ neighbours (off-by-one in the neighbour count); trimming only
-# one side or $f - 1$ per side, which lets one attacker survive the trim; the median over the wrong axis
-# or a mean posing as a median; returning float64 for float32 input; multi-Krum averaging the winner's
-# neighbours instead of the best-scored set; skipping the $f$ checks; a server that ignores the rule; and,
-# on traffic, every rank gathering everything (right values, wrong message count), including a version
-# that forges `comm.stats`. Importing the course library's rules through a side path is caught too.
+# **Key ideas of the answer.** Everything in float64: $z_0$ is the count-weighted mean; each step sets
+# $\beta_i = c_i / \max(\nu, \lVert g_i - z\rVert)$ and $z \leftarrow \sum_i \beta_i g_i / \sum_i \beta_i$, and
+# stops at the first step that moves $z$ by at most $\text{tol}\cdot\max(1, \lVert z\rVert)$ or after
+# `max_iter` steps; the result is cast to the input dtype. `ValueError` unless $0 \le f$, $2f < K$,
+# $\nu > 0$, tol $\ge 0$, `max_iter` $\ge 1$ and $K$ counts $\ge 0$ with a positive sum. In the protocol every
+# message is $d + 1$ float64 numbers: round 0 each worker sends $[c_i g_i, c_i]$; rank 0 adds the sums in
+# rank order (its own first), then per step sends $[z, 0]$ to every worker, each answers
+# $[\beta_i g_i, \beta_i]$ at that $z$; at the stop rank 0 sends $[z, 1]$. After $R$ steps a worker has sent
+# and received $R + 1$ messages and rank 0 has sent $(K - 1)(R + 1)$. The bound
+# $\lVert z^\star - \bar g_H\rVert \le 2 W_H r / (W_H - W_B)$ follows from comparing the objective at $z^\star$
+# and at the honest weighted mean with the triangle inequality.
+#
+# **Mistakes the rubric catches** (from the mutants): weights over the squared distance (a different fixed
+# point); the counts used for the starting mean only; no floor $\nu$ (NaN when $z$ sits on a gradient, as
+# for $K = 1$ or a symmetric stack); starting from 0; ignoring tol, or a stopping rule not relative to
+# $\lVert z\rVert$ (extra rounds, caught by the grader's round count); a server that leaves its own
+# gradient out of the sums; float64 returned for float32 input; skipping the checks or accepting
+# $2f = K$; and, on traffic, gathering the raw gradients once and iterating on the server (right values,
+# not the protocol), including a version that forges `comm.stats`. Chapter 35's own rules pasted in
+# (the coordinate median over gathered gradients) keep none of the points; importing the course library
+# through a side path is caught too.
