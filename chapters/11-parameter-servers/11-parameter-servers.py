@@ -388,6 +388,11 @@ plt.show()
 #    clocks old. How many bytes does that save for the hot items?
 # 5. **Adagrad on the server.** Repeat the crash of Section 6 with plain SGD and with Adagrad. Why must
 #    the optimizer state be replicated with the rows for the table to be identical?
+# 6. **Lab 11** (`labs/lab11-embedding-paramserver`): an elastic parameter server. Rows are placed by
+#    consistent hashing, a server joins mid-run and receives exactly the rows that move with their optimizer
+#    state, and the server applies heavy-ball momentum to every row at every step, lazily, catching a row
+#    up only when someone touches it. It must equal momentum SGD on one machine, and the grader reads every
+#    message.
 #
 # ## 9. Research directions
 #

@@ -268,3 +268,25 @@ for optimizer in ("sgd", "adagrad"):
     print(f"{optimizer}: crash with replicated state -> identical table; losing shard 0's optimizer "
           f"state at clock 10 changes the table by up to {diff:.3g}")
     assert (diff == 0.0) if optimizer == "sgd" else (diff > 1e-3)
+
+
+# %% [markdown]
+# ## Exercise 6 (lab): Lab 11, an elastic parameter server with lazy momentum
+#
+# The lab is `labs/lab11-embedding-paramserver`. Its reference solution is the solution blocks of
+# `labs/lab11-embedding-paramserver/lab11-embedding-paramserver.py`; its hidden tests, rubric and mutants
+# are in `grading/lab11-embedding-paramserver/` (`tests.py`, `rubric.yaml`, `mutants/`). The grader checks
+# the ring key by key, the final rows and every clock's loss against single-machine heavy-ball momentum on
+# the whole table, every recorded pull against the rows of that moment, and from its own record of the
+# messages the routing on each clock's ring and the one migration message per old server at the join.
+#
+# **Key ideas of the answer.** Momentum moves every row at every step, pushed or not, so a server keeps a
+# per-row clock and, when a row is touched, applies the missed steps in closed form or by a short loop
+# (v = mu v, w -= lr v per missed step). Placement is a pure function of the membership, so workers and
+# servers agree on every clock's ring without talking; at the join, the old owner catches each moving row
+# up to the step before the join and hands over values and velocities together, and forgets them.
+#
+# **Mistakes the mutants make.** Updating a row only when pushed (`lazy_no_catchup`); updating the weights
+# before the velocity; migrating rows without velocity or without their missed steps; keeping a moved copy;
+# routing the previous clock's push by the previous ring; hashing int32 keys; pulling the whole batch.
+

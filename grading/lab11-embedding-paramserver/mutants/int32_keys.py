@@ -1,4 +1,4 @@
-# mutant: shard_of casts the keys to int32: right below 2**31, wrapped (and sent to the wrong server) beyond
-# loses: shard_rule
-# says: too narrow
-REPLACE = [("keys = np.asarray(keys, dtype=np.int64)", "keys = np.asarray(keys, dtype=np.int32)")]
+# mutant: the ring hashes keys cast to int32: right below 2**31, other positions (and owners) beyond
+# loses: ring, routing, migration, final_rows
+# says: no narrower type
+REPLACE = [("spot = mix64(np.asarray(keys, dtype=np.int64))", "spot = mix64(np.asarray(keys).astype(np.int32))")]
