@@ -748,8 +748,10 @@ print(f"simulated communication of {STEPS} tensor-parallel steps at K = {max(TP_
 # %% [markdown]
 # ## 8. Exercises
 #
-# 1. **Lab 16.** Implement ZeRO-2 (reduce-scatter, sharded Adam, all-gather) and show it equals Adam for
-#    $K \in \{1, 2, 3, 5, 8\}$, including a model with fewer parameters in some tensor than $K$.
+# 1. **Lab 16** (`labs/lab16-zero-and-tensor-parallel`). Take ZeRO one step further, to ZeRO++'s quantized
+#    weight all-gather: each rank keeps an exact master shard and Adam's moments, and gathers int8 codes with
+#    one scale per block instead of full-precision weights. Show the master still equals Adam for
+#    $K \in \{1, 2, 3, 5, 8\}$ (empty shards included) and bound what the int8 weights cost in error and save in bytes.
 # 2. Make stage 3 gather parameters layer by layer in forward and again in backward (FSDP's schedule).
 #    Count the bytes: do you get $3\Psi$? What is the peak parameter memory now?
 # 3. **Interleaving on a real network.** Run `pipeline_step(..., schedule="interleaved", v=v)` with

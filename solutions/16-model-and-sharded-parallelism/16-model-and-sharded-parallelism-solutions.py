@@ -17,31 +17,35 @@ SEED = 0
 rng = np.random.default_rng(SEED)
 
 # %% [markdown]
-# ## Exercise 1 (lab): ZeRO-2 equals Adam (Lab 16)
+# ## Exercise 1 (lab): ZeRO++ weights, sharded Adam with an int8 all-gather (Lab 16)
 #
-# The lab is `labs/lab16-zero-and-tensor-parallel`. Its reference solution is the solution blocks of
+# The chapter's Exercise 1 asks for ZeRO-2; the graded lab takes the next step its research directions
+# point to (keeping the gains of sharding on slow links): ZeRO++'s quantized weight all-gather (qwZ). The
+# lab is `labs/lab16-zero-and-tensor-parallel`. Its reference solution is the solution blocks of
 # `labs/lab16-zero-and-tensor-parallel/lab16-zero-and-tensor-parallel.py`; the hidden tests, rubric and
 # mutants are in `grading/lab16-zero-and-tensor-parallel/`.
 #
 # **Key ideas.** Rank $r$ owns block $r$ of `np.array_split` of the flat vector of $\Psi$ parameters
-# (blocks differ by one when $K \nmid \Psi$ and are empty when $K > \Psi$, which covers tensors smaller
-# than $K$ because the split is over the *flat* vector, not per tensor). A step is: reduce-scatter the
-# local gradients so rank $r$ gets only the summed block $r$; increment $t$; Adam on the block with the
-# bias corrections $1 - \beta_1^t$ and $1 - \beta_2^t$; all-gather the updated blocks. Because Adam is
-# elementwise, updating each block separately is the same arithmetic as full Adam, so every rank ends
-# with the single-device parameters (up to the summation order of the gradient). Traffic is that of one
-# ring all-reduce, $2(K-1)\lceil\Psi/K\rceil$ values per rank, for $1/K$ of the optimizer state. The second
-# part of the lab is the Megatron MLP: column layer, GeLU on the local columns, row layer, one
-# all-reduce.
+# (blocks differ by one when $K \nmid \Psi$ and are empty when $K > \Psi$) and keeps only an exact
+# *master* copy of it and Adam's $m$ and $v$: $3\lceil\Psi/K\rceil$ values. A step reduce-scatters the
+# gradients, runs Adam on the master shard (elementwise, so it equals full Adam block by block),
+# quantizes the shard in blocks of `qblock` values (scale $s_j = \max|x|/127$, codes
+# $\mathrm{round}(x/s_j)$ as int8, a zero block has scale 0), and all-gathers codes and scales; every
+# rank dequantizes each shard with its owner's scales. The weights are within $s_j/2$ of Adam's, the
+# master never sees the rounding, and the gather moves $\lceil\Psi/K\rceil$ bytes plus one scale per
+# block per hop instead of $\lceil\Psi/K\rceil$ floats: 4 to 8 times fewer bytes. One scale per small
+# block rather than per shard keeps small parameters next to large ones from rounding to zero.
 #
-# **Mistakes the rubric catches.** (1) Block boundaries computed as `r * (Psi // K)` instead of where
-# `np.array_split` puts them, and Adam's bias correction evaluated at $t+1$ (mutants `off_by_one_block`,
-# `bias_correction_off_by_one`). (2) The right numbers with the wrong memory or wire: all-reducing the
-# whole gradient (ZeRO-1 traffic), gathering gradient sums and running full Adam everywhere, gathering to
-# a root, or plain DDP that only *reports* a $1/K$ state (`zero1_traffic`, `gather_gradient_sums`,
-# `gather_to_root`, `plain_data_parallel`). (3) In the tensor-parallel part: GeLU applied after the
-# all-reduce (GeLU is not linear), or an extra all-reduce of the input (`gelu_after_reduce`,
-# `two_allreduces`); plus float64 results for float32 inputs (`float64_parameters`).
+# **Mistakes the rubric catches.** (1) Running Adam on the dequantized weights (no master copy), so the
+# rounding error accumulates (`no_master_copy`), and Adam's bias correction at $t+1$ or $\epsilon$ inside
+# the square root (`bias_correction_off_by_one`, `eps_inside_sqrt`). (2) Quantization slips: codes by a
+# truncating cast, one scale per shard, dequantizing in blocks laid over the whole vector instead of each
+# shard (`truncate_codes`, `per_shard_scale`, `global_blocks`), and a crash on an empty shard when
+# $K > \Psi$ (`empty_shard_crashes`). (3) The right weights by the wrong wire or memory: codes kept as
+# floats, a full-precision gather quantized afterwards, an all-reduce of the gradients, the full vector
+# kept in the state (`float_codes`, `quantize_after_gather`, `allreduce_gradients`,
+# `full_weights_in_state`). The chapter's ZeRO-2 pasted into the lab (`pasted_course`) equals Adam but
+# gathers in full precision: it keeps 36 of 100.
 
 # %% [markdown]
 # ## Exercise 2 (coding): FSDP's schedule, gathering per layer in forward and in backward
