@@ -69,3 +69,26 @@ def test_make_lab_works_in_the_edition_its_workspace_holds_the_released_labs(edi
     assert "NotImplementedError" in nb and "index.ipynb" in report.written
     index = (tmp_path / "ws" / "index.ipynb").read_text()
     assert "notebooks list --path" in index and "chapters/41-capstone/41-capstone.ipynb" in index
+
+
+def test_the_edition_published_through_git_keeps_every_lab_and_is_readable_by_everyone(edition, tmp_path):
+    import stat
+    import subprocess
+
+    for folder in [edition, edition / "labs", *sorted((edition / "labs").iterdir())]:
+        mode = folder.stat().st_mode
+        assert mode & stat.S_IROTH and mode & stat.S_IXOTH, f"{folder} is not readable by other users"
+    repo = tmp_path / "published"
+    shutil.copytree(edition, repo)
+    git = ["git", "-c", "user.name=instructor", "-c", "user.email=i@example.org", "-c", "init.defaultBranch=main"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "edition"]):
+        subprocess.run([*git, *args], cwd=repo, check=True, timeout=60)
+    clone = tmp_path / "clone"
+    subprocess.run([*git, "clone", "-q", str(repo), str(clone)], check=True, timeout=60)
+    for name in list_labs(ROOT):  # the course's .gitignore drops every .ipynb; the edition's must not
+        assert (clone / "labs" / name / f"{name}.ipynb").is_file(), f"{name} was lost in the published repository"
+    from scaleoutai.notebooks.workspace import build_workspace
+
+    report = build_workspace(clone, tmp_path / "ws")  # what `make lab` serves, from the clone
+    assert "index.ipynb" in report.written and "labs/lab25-sharded-topk-merge/lab25-sharded-topk-merge.ipynb" in report.written
+    assert "git pull" in (clone / "README.md").read_text()

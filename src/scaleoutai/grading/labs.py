@@ -137,6 +137,9 @@ def assign(lab: Lab, out: Path) -> Path:
         if dest.exists():
             shutil.rmtree(dest)
         out.mkdir(parents=True, exist_ok=True)
+        from scaleoutai.notebooks.release import open_to_readers
+
+        open_to_readers(tmp)  # mkdtemp's 700 would hide the release from students on a shared file system
         shutil.move(str(tmp), dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -12,6 +12,7 @@ beside the destination and renamed, so nothing is half-written.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -22,7 +23,20 @@ from ..errors import UserError
 
 # what the edition copies from the course, as it is; labs/ are released, never copied
 COPIED = ("chapters", "syllabi", "src/scaleoutai", "capstone", "examples", "environments", "docker/Dockerfile.student",
-          "pyproject.toml", "Makefile", ".gitignore", ".dockerignore")
+          "pyproject.toml", "Makefile", ".dockerignore")
+# The edition's own .gitignore (the course's ignores every .ipynb, which would drop the released labs when an
+# instructor publishes the edition as a git repository): what a student's machine makes, nothing shipped.
+STUDENT_GITIGNORE = """.venv/
+__pycache__/
+*.pyc
+*.egg-info/
+.ipynb_checkpoints/
+.pytest_cache/
+_build/
+workspace/
+mlflow.db
+mlruns/
+"""
 SKIPPED = ("__pycache__", ".ipynb_checkpoints", "_build", ".pytest_cache", "*.egg-info", "*.pyc", "*.ipynb")
 TEXT = (".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".json", ".ipynb", ".sh", ".cfg", "Makefile", "Dockerfile")
 
@@ -42,6 +56,13 @@ make install   # only install
   instructor asks. The grader runs more, hidden tests, on more world sizes and data types.
 - **Capstone** (`capstone/`): the template project, six starter options (`capstone/options/`), the rubric
   and the report template.
+- **The `scaleout` command** is in `.venv/bin`: run `source .venv/bin/activate` once per terminal (or call
+  `.venv/bin/scaleout`).
+
+**When your instructor publishes a new version** (this folder is a git repository you cloned): `git pull`,
+then `make lab`. Your work lives in `workspace/`, which git does not track: a chapter or lab you never
+edited is replaced by the new version; one you edited is kept, and the new version is written beside it as
+`NAME.updated.ipynb`.
 """
 
 
@@ -53,6 +74,14 @@ def _ignore(folder: str, names: list[str]) -> set[str]:
 
 def _text_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and (p.suffix in TEXT or p.name in TEXT))
+
+
+def open_to_readers(folder: Path) -> None:
+    """Give a folder made by ``tempfile.mkdtemp`` (mode 700) the mode any new folder gets under the umask
+    (755 under the usual 022), so students on a shared file system can read what was published."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(folder, 0o777 & ~mask)
 
 
 @contextmanager
@@ -67,6 +96,7 @@ def replace_folder(out: Path, course: Path, protected: tuple[str, ...]) -> Itera
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         yield tmp
+        open_to_readers(tmp)
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
@@ -90,6 +120,7 @@ def release_course(course: Path, out: Path) -> Path:
                 (tmp / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, tmp / name)
         (tmp / "README.md").write_text(STUDENT_README)
+        (tmp / ".gitignore").write_text(STUDENT_GITIGNORE)
         for name in list_labs(course):  # each lab checked against its own answers, as assign does
             assign(find_lab(name, course), tmp / "labs")
         hidden = secret_lines([], course / "grading", 60)  # a copied hidden test, anywhere in the edition
