@@ -503,6 +503,10 @@ for name in ("successive halving", "ASHA"):
 #    the search returns the same winner as a run without the crash.
 # 5. **PBT on a real model.** Use PBT to tune the learning rate schedule of the Chapter 15 MLP and
 #    compare the best final loss with a random search of the same compute.
+# 6. **Lab 21** (`labs/lab21-asha-scheduler`): ASHA needs the maximum resource in advance. Build PASHA,
+#    an ASHA whose top rung starts low and grows only while the ranking of the trials at the top still
+#    changes against the rung below, and drive it from rank 0 over K workers. Every decision and the top
+#    rung after every event are graded against a single-machine simulation, and the grader reads every message.
 #
 # ## 9. Research directions
 #

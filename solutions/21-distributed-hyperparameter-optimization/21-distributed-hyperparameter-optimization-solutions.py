@@ -403,3 +403,25 @@ assert abs(best_rs - val_loss(rs.states[out_rs["best"][0]])) < 1e-12
 print(f"best validation MSE: PBT {best_pbt:.4f} ({len(pbt.exploits)} exploits), "
       f"random search {best_rs:.4f} (lrs {sorted(round(c['lr'], 4) for c in rs.configs.values())})")
 assert best_pbt < best_rs
+
+
+# %% [markdown]
+# ## Exercise 6 (lab): Lab 21, PASHA (progressive ASHA) on a driver and K workers
+#
+# The lab is `labs/lab21-asha-scheduler`. Its reference solution is the solution blocks of
+# `labs/lab21-asha-scheduler/lab21-asha-scheduler.py`; its hidden tests, rubric and mutants are in
+# `grading/lab21-asha-scheduler/` (`tests.py`, `rubric.yaml`, `mutants/`). The grader replays hand-built
+# and seeded random event sequences through the student's scheduler and compares every decision, every job
+# and the top rung after every event with its own PASHA; it then runs the driver for K = 2-9 workers (more
+# workers than trials, 2 real processes) and reads the star of messages around rank 0 from its own record.
+#
+# **Key ideas of the answer.** The scheduler is ASHA with one more piece of state, the highest rung a job
+# may reach. After each result at the current top it compares the order of the trials there with their order
+# one rung below; two trials that swap by more than eps mean the ranking is not yet stable, so the top grows
+# by one. The test comes before the trial's fate, a trial at the top pauses instead of stopping, and only the
+# last rung ends a trial.
+#
+# **Mistakes the mutants make.** Deciding before testing for growth; ignoring eps or using >= eps; testing a
+# one-sided swap or any pair of rungs; growing straight to the last rung; starting with every rung open (the
+# chapter's ASHA, which the pasted mutant is); promoting above the top; float32 scores on the wire.
+

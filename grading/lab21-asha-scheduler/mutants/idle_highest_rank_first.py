@@ -1,3 +1,3 @@
 # mutant: idle workers get jobs highest rank first
-# loses: driver
-REPLACE = [('            w = idle.pop(0)\n', '            w = idle.pop()\n')]
+# loses: driver, protocol
+REPLACE = [("            worker = free.pop(0)\n", "            worker = free.pop()\n")]

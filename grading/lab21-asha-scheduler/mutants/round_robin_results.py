@@ -1,6 +1,5 @@
-# mutant: the driver collects results round-robin instead of in order of finish time
+# mutant: the driver collects results from the lowest busy worker instead of in order of finish time
 # loses: driver
-REPLACE = [
-    ('w = min(busy, key=lambda q: (busy[q][0], q))',
-     'w = min(busy)'),
-]
+REPLACE = [("        clock, worker, trial, rung = heapq.heappop(running)",
+            "        running.sort(key=lambda j: j[1])\n        clock, worker, trial, rung = running.pop(0)\n"
+            "        heapq.heapify(running)")]

@@ -1,7 +1,3 @@
 # mutant: ties at a rung go to the newer trial
-# loses: decisions, jobs, driver
-# says: first wrong one
-REPLACE = [
-    ('key=lambda t: (-seen[t], t))\n        return [t',
-     'key=lambda t: (-seen[t], -t))\n        return [t'),
-]
+# loses: decisions, jobs, driver, protocol
+REPLACE = [("return sorted(at, key=lambda trial: (-at[trial], trial))", "return sorted(at, key=lambda trial: (-at[trial], -trial))")]

@@ -1,10 +1,9 @@
-# mutant: the driver sends each job as two messages (trial and rung, then the resources): right schedule, twice the messages
-# loses: driver
+# mutant: the driver sends each job as two messages ([trial, rung], then [units]): right schedule, twice the messages
+# loses: protocol
 # says: one message per job
-REPLACE = [
-    ('            comm.send(np.array([trial, rung, r_from, sched.rungs[rung]], dtype=np.float64), w)',
-     '            comm.send(np.array([trial, rung], dtype=np.float64), w)\n'
-     '            comm.send(np.array([r_from, sched.rungs[rung]], dtype=np.float64), w)'),
-    ('            trial, rung, r_from, r_to = int(msg[0]), int(msg[1]), msg[2], msg[3]',
-     '            trial, rung = int(msg[0]), int(msg[1])\n            r_from, r_to = comm.recv(0)'),
-]
+REPLACE = [("            comm.send(np.array([trial, rung, units], dtype=np.float64), worker)",
+            "            comm.send(np.array([trial, rung], dtype=np.float64), worker)\n"
+            "            comm.send(np.array([units], dtype=np.float64), worker)"),
+           ("            trial, rung, units = comm.recv(0)\n            if trial < 0:",
+            "            head = comm.recv(0)\n            trial, rung = head[0], head[-1]\n            if trial < 0:"),
+           ("            comm.compute(time_per_unit * units)", "            comm.compute(time_per_unit * comm.recv(0)[0])")]
