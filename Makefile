@@ -3,7 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-PYTEST_ARGS ?=
+# Two pytest-xdist workers on CI's 2 cores; tests that start Ray, Spark or Slurm share one worker
+# (tests/conftest.py groups them). `make test PYTEST_ARGS=` runs serially.
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: lab test install notebooks bench clean
 
