@@ -1,4 +1,4 @@
-"""The whole course website, built twice: cold (every chapter executed) and warm (everything cached).
+"""The whole course website, built three times: cold, warm (every chapter cached), and after one chapter changed.
 
     python benchmarks/site_build.py                 # smoke sizes, cache in a temporary folder
     python benchmarks/site_build.py --full          # lesson sizes, as a published site
