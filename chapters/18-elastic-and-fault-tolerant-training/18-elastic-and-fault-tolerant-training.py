@@ -553,8 +553,10 @@ print(f"here a checkpoint write (with fsync) takes {t_write * 1e3:.1f} ms, {t_wr
 #    restart it by hand on 1 process. Which parts of the script make that work?
 # 4. **Young vs Daly.** Derive $\tau^* = \sqrt{2CM}$ from the overhead model and compare with the
 #    measured optimum of section 7 by plugging in the measured $C$ and a made-up $M$.
-# 5. **Lab 18.** Make a training loop resume after an injected crash with final weights equal to the
-#    uninterrupted run, on the simulator and on 2 real processes.
+# 5. **Lab 18** (`labs/lab18-resumable-training`). Replace the gathered checkpoint with a sharded one:
+#    each rank writes its own shard atomically and sends rank 0 a sha256, a manifest written last commits
+#    it, and a restart on K' ranks reads only the old shards its block overlaps, rejects damaged ones and
+#    ends bit for bit on the uninterrupted run, on the simulator and on 2 real processes.
 #
 # ## 9. Research directions
 #

@@ -358,30 +358,32 @@ print(f"C = {t_write * 1e3:.2f} ms = {C_steps:.2f} steps here; tau* = sqrt(2 C 6
 assert 2 ** math.floor(math.log2(tau_young)) <= best_grid <= 2 ** math.ceil(math.log2(tau_young))
 
 # %% [markdown]
-# ## Exercise 5 (lab): resumable training (Lab 18)
+# ## Exercise 5 (lab): a sharded checkpoint that resumes on K' ranks (Lab 18)
 #
 # The lab is `labs/lab18-resumable-training`. Its reference solution is the solution blocks of
 # `labs/lab18-resumable-training/lab18-resumable-training.py`; the hidden tests, rubric and mutants are
 # in `grading/lab18-resumable-training/`.
 #
-# **Key ideas.** Everything the next step depends on goes into the checkpoint: the parameters *and*
-# the momentum (velocity), plus the step number; the data of step $s$ must be a function of $s$, so the
-# step number is the data position. Save after step $s$ when $(s+1)$ is a multiple of the interval,
-# atomically: write a temporary file whose name can never be mistaken for a checkpoint, `flush`,
-# `fsync`, `os.replace` onto the final name. On start-up, resume from the newest checkpoint that
-# actually loads (skip torn files). The gradient is the sum over ranks of the $n_k/B$-weighted shard
-# gradients (an all-reduce), in the input's dtype. Then the resumed run's final weights equal the
-# uninterrupted run's, bit for bit on the same $K$, on the simulator and on 2 processes.
+# **Key ideas.** The lab takes the step this chapter motivates in Section 3 but leaves to
+# `torch.distributed.checkpoint`: every rank writes its own shard (its blocks of w and of the momentum,
+# atomically), sends rank 0 only the 32-byte sha256 of the file, and rank 0 writes `manifest.json` last,
+# once every digest has arrived; the manifest is the commit point. A restart on K' ranks gives each rank
+# its `np.array_split` block under K', reads only the old shards that overlap it, verifies each against
+# the manifest, and copies the overlapping slices. Because each rank verifies only part of a checkpoint,
+# the ranks agree with one all-gather of one flag per candidate checkpoint and resume from the newest one
+# every rank can read. The gradient is computed identically on every rank, so the run does not depend on
+# K and the resumed blocks equal the uninterrupted run bit for bit for every (K, K').
 #
-# **Mistakes the rubric catches.** (1) Incomplete state: saving only the parameters, or restoring them
-# but restarting the momentum from zero (mutants `no_velocity`, `resume_forgets_velocity`); ignoring the
-# checkpoints on restart (`from_scratch`). (2) Non-atomic saves: writing in place or straight to the final
-# path, or a temporary file named like a checkpoint that a killed save leaves behind torn (`in_place`,
-# `plain_open_save`, `savez_to_final_path`, `temp_named_like_checkpoint`), and a `latest_checkpoint` that
-# does not check the file loads (`latest_unchecked`). (3) Off-by-ones and communication: saving one step
-# late, shards that drop a row, no all-reduce, or gathering to rank 0 (`save_one_step_late`,
-# `shard_off_by_one`, `no_communication`, `gather_to_root`), and float64 results for float32 inputs
-# (`float64_params`).
+# **Mistakes the rubric catches.** (1) The chapter's design pasted: gathering the blocks to rank 0 and
+# writing one file (`pasted_course`, which keeps at most half of the points). (2) Integrity: trusting any
+# shard that loads (`no_checksum`), a missing shard that raises (`missing_shard_raises`), hashing the array
+# rather than the file (`hashes_array_not_file`). (3) Agreement: each rank resuming from its own newest
+# readable checkpoint (`no_agreement`), agreeing on the oldest of the ranks' own picks
+# (`latest_of_each_rank`), skipping the flag exchange on a fresh run (`flags_only_on_restart`). (4) State
+# and re-sharding: restarting the momentum from zero (`forgets_momentum`), saving the state of the step
+# before (`saves_before_update`), cutting the overlap at the new block's offset (`reshard_offset`),
+# resuming from the oldest checkpoint (`oldest_checkpoint`). (5) A non-atomic write (`plain_write`) and the
+# course's `integrity.save_sharded` imported by a path a grep misses (`library_answer`).
 
 # %%
 shutil.rmtree(WORK, ignore_errors=True)

@@ -1,6 +1,7 @@
-# mutant: latest_checkpoint walks the steps in ascending order and returns the oldest checkpoint that loads
-# loses: resume
-# says: resume from the newest checkpoint
+# mutant: the candidates are tried oldest first: every restart resumes from the first checkpoint
+# loses: resume, reshard, checksum
+# says: resume from it
 REPLACE = [
-    ('    for step in sorted(steps, reverse=True):\n', '    for step in sorted(steps):\n'),
+    (', reverse=True)\n    candidates = []',
+     ')\n    candidates = []'),
 ]
