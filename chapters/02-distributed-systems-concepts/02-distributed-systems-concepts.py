@@ -444,9 +444,9 @@ for k_, m, b in zip(K_SWEEP, msgs, nbytes):
 # 5. **Stragglers and quorums.** Make one follower 10x slower with `Faults(slow=...)` and `comm.compute`
 #    before each ack. Does the leader need to wait for it? Change `replicate_log` to commit after the
 #    first majority of acks and measure the latency gain.
-# 6. **Lab 2** (`labs/lab02-vector-clocks`, graded): write the vector-clock run and the majority commit
-#    yourself; the grader checks them against a hand-computed happened-before relation and against
-#    0, 1 and too many crashes.
+# 6. **Lab 2** (`labs/lab02-vector-clocks`, graded): use vector timestamps during the run, not after
+#    it: causal broadcast with a hold-back queue, so that no rank delivers a message before its causes.
+#    The grader reorders the links and reads your timestamps on the wire.
 #
 # ## 9. Research directions
 #

@@ -1,33 +1,54 @@
 # %% [markdown]
-# # Lab 2: vector clocks and majority commit
+# # Lab 2: causal broadcast with vector timestamps
 #
-# Chapter 2 treats a cluster as processes that only exchange messages and may crash. Two tools follow
-# from that view, and you write both on the simulated cluster:
+# Chapter 2 gives every event a vector clock and shows that the clocks decide happened-before exactly:
+# `run_clocks` stamps each event, and `happened_before` compares two stamps after the run. What the
+# chapter does not do is *act* on that knowledge while the run is going. A group chat, a replicated
+# key-value store or a parameter server whose updates depend on earlier updates needs more: a rank must
+# never apply a message before the messages that caused it, even when the network hands them over in
+# another order. That is **causal broadcast** (Birman, Schiper and Stephenson, 1991), and you build it
+# here, on the simulated cluster.
 #
-# **Vector clocks.** Each of the K ranks keeps a vector V of K counters. Before each of its events,
-# rank i increments V[i]; a message carries the sender's V (after that increment); a receiver first
-# takes the element-wise maximum of its V and the message's V, then increments its own entry.
-# Then event a happened-before event b exactly when V(a) <= V(b) element-wise and V(a) != V(b).
+# **The protocol.** Each rank i keeps `delivered`, K int64 counters: `delivered[k]` is how many of rank
+# k's broadcasts rank i has delivered (its own included).
 #
-# `vector_clock_run(comm, events)` gets this rank's events, one row `(kind, peer)` each:
-# kind 0 is a local event, kind 1 sends to `peer`, kind 2 receives from `peer`. Return an integer
-# array of shape (len(events), K): the rank's clock after each event (shape (0, K) for a rank without
-# events; a long run counts hundreds of events, so keep the counters in int64).
+# * To broadcast, rank i increments `delivered[i]`, sends a copy of `delivered` (the message's
+#   *vector timestamp* W) to every other rank, in any order, and delivers its own message at once.
+# * A message that arrives from rank j with timestamp W goes into a **hold-back queue**. It may be
+#   delivered when W[j] == delivered[j] + 1 (it is j's next message) and W[k] <= delivered[k] for every
+#   k != j (everything j had delivered when it broadcast, this rank has delivered too). Delivering it sets
+#   `delivered[j] += 1`, which may make other held messages deliverable: keep delivering until none is.
 #
-# **Majority commit.** Rank 0 is the leader. For each entry, the leader sends it to every follower;
-# a follower appends it to its log and answers with an acknowledgement. The entry is committed once a
-# majority of the K ranks holds it, the leader included: 1 + acks > K/2. Followers may crash (fail-stop);
-# in the simulator, `comm.recv` from a crashed rank raises `cluster.PeerCrashedError`, which the leader
-# must catch and count as "no ack". With f crashed followers the log still commits when f < K/2, and
-# must not commit when f >= K/2: that is why a cluster of 2f+1 machines survives f crashes.
+# Notice that the timestamp counts *broadcasts delivered*, not events: a receive that is still held back,
+# or a delivery, is not a tick of anyone's entry. The chapter's vector clock (tick on every event, merge
+# on every receive) orders events; pasted here, it would make a message wait for receives that were never
+# broadcast, or be delivered the moment it arrives, before its causes.
 #
-# `replicate(comm, entries)`: on rank 0 `entries` holds the values; on followers it is an array of the
-# same length filled with NaN (they must learn the values from the leader). The leader returns a
-# boolean array `committed`; each follower returns its log as an array of the values it received.
+# **What the grader gives you.** `causal_broadcast(comm, script)` gets this rank's script, one int64 row
+# `(kind, peer)` per step: kind 0 is "broadcast a new message" (peer is unused), kind 1 is "receive the
+# next message from `peer`" (`comm.recv(peer)`). Links are FIFO, but the grader chooses which link a rank
+# reads next, so a message can arrive before a message it depends on that travels on another link. Every
+# broadcast reaches every rank by the end of the script. Return an int64 array of shape (n, 2): the
+# messages in the order this rank delivered them, each as `(sender, seq)`, where seq = 1, 2, ... numbers
+# the sender's broadcasts (seq = W[sender]); a rank that delivers nothing returns shape (0, 2). Within one
+# burst of deliveries (after one arrival) any order that keeps causality is accepted.
+#
+# `deliverable(stamp, delivered, sender)` is the rule alone: True when a message from `sender` with
+# timestamp `stamp` may be delivered at a rank whose counters are `delivered`.
+#
+# **What is graded.** The rule on hand-built and random stamps; what every rank has delivered after
+# every step of its script, against the grader's own replay of the protocol (as soon as possible and
+# never before the message's causes), on schedules where the messages arrive in causal order and on
+# seeded schedules that reorder them, for K = 1 to 7, ranks that never broadcast, no broadcast at all,
+# and sequence numbers past what 8 bits count; 2 real processes; and, from the messages the grader
+# records (not your `comm.stats`), exactly one int64 message of K entries per broadcast and other rank,
+# equal to the timestamp above. `scaleoutai.foundations.clocks` and `scaleoutai.foundations.consensus`
+# cannot be imported in the grader: write the protocol with numpy and `comm.send`/`comm.recv` only.
 
 # %% tags=["parameters"]
-K = 5  # smoke: 3
-ENTRIES = 6  # smoke: 3
+K = 4  # smoke: 3
+BROADCASTS = 12  # smoke: 6
+SEED = 2
 
 # %%
 import numpy as np
@@ -36,66 +57,91 @@ from scaleoutai import cluster
 
 
 # %%
-def vector_clock_run(comm, events):
-    """Clock of this rank after each event; events are rows (kind, peer): 0 local, 1 send, 2 recv."""
+def deliverable(stamp, delivered, sender):
+    """May a message from ``sender`` with vector timestamp ``stamp`` be delivered now?"""
     ### BEGIN SOLUTION
-    V = np.zeros(comm.size, dtype=np.int64)
-    out = []
-    for kind, peer in events:
-        if kind == 2:
-            V = np.maximum(V, comm.recv(int(peer)))
-        V[comm.rank] += 1
-        if kind == 1:
-            comm.send(V.copy(), int(peer))
-        out.append(V.copy())
-    return np.array(out, dtype=np.int64).reshape(len(events), comm.size)
+    ahead = np.asarray(stamp, dtype=np.int64) - np.asarray(delivered, dtype=np.int64)
+    if ahead[sender] != 1:  # not the sender's next message: delivered already, or an earlier one is missing
+        return False
+    ahead[sender] = 0
+    return bool(ahead.max() <= 0)  # every cause from a third rank is delivered here
     ### END SOLUTION
 
 
 # %%
-def replicate(comm, entries):
-    """Leader (rank 0): send each entry, count acks, commit on a majority. Followers: log and ack."""
+def causal_broadcast(comm, script):
+    """Run this rank's script; return its deliveries in order as rows (sender, seq), int64, shape (n, 2)."""
     ### BEGIN SOLUTION
-    if comm.rank == 0:
-        alive = set(range(1, comm.size))
-        committed = np.zeros(len(entries), dtype=bool)
-        for i, value in enumerate(entries):
-            for f in sorted(alive):
-                comm.send(np.array([value]), f)
-            acks = 0
-            for f in sorted(alive):
-                try:
-                    comm.recv(f)
-                    acks += 1
-                except cluster.PeerCrashedError:
-                    alive.discard(f)
-            committed[i] = 2 * (1 + acks) > comm.size
-        return committed
+    me, size = comm.rank, comm.size
+    delivered = np.zeros(size, dtype=np.int64)
+    held = []  # (sender, stamp) in arrival order: the hold-back queue
     log = []
-    for _ in range(len(entries)):
-        log.append(comm.recv(0)[0])
-        comm.send(np.array([1], dtype=np.int8), 0)
-    return np.array(log, dtype=np.float64)
+    for kind, peer in np.asarray(script, dtype=np.int64).reshape(-1, 2):
+        if kind == 0:  # a broadcast: count it, deliver it here, then the counts travel as its timestamp
+            delivered[me] += 1
+            log.append((me, int(delivered[me])))
+            for step in range(1, size):
+                comm.send(delivered, (me + step) % size)  # send copies the array
+            continue
+        sender = int(peer)
+        held.append((sender, np.asarray(comm.recv(sender), dtype=np.int64).copy()))
+        progress = True
+        while progress:  # one delivery can release messages that waited for it
+            progress = False
+            for i, (j, stamp) in enumerate(held):
+                if deliverable(stamp, delivered, j):
+                    delivered[j] += 1
+                    log.append((j, int(stamp[j])))
+                    del held[i]
+                    progress = True
+                    break
+    return np.array(log, dtype=np.int64).reshape(len(log), 2)
     ### END SOLUTION
 
 
 # %% [markdown]
-# Replicate a few entries while follower 1 crashes before its first acknowledgement.
+# A schedule that reorders: rank 0 broadcasts m1, rank 1 delivers m1 and answers with m2, and rank 2
+# reads rank 1's link first. m2 must wait in rank 2's hold-back queue until m1 arrives.
 
 # %%
-def run(comm, entries):
-    return replicate(comm, entries if comm.rank == 0 else np.full(len(entries), np.nan))
+scripts = [np.array([[0, 0]]), np.array([[1, 0], [0, 0]]), np.array([[1, 1], [1, 0]])]
+res = cluster.run(lambda comm: causal_broadcast(comm, scripts[comm.rank]), 3, backend="sim")
+print("rank 2 delivered:", res.values[2].tolist())
+assert res.values[2].tolist() == [[0, 1], [1, 1]], "m2 (1, 1) was delivered before its cause m1 (0, 1)"
 
 
-try:
-    values = np.arange(ENTRIES, dtype=np.float64)
-    res = cluster.run(run, K, backend="sim", args=(values,), faults=cluster.Faults(crash={1: 0}))
-    print("committed:", res.values[0])
-    print("follower logs:", res.values[1:])
-except cluster.RankError as err:
-    print("replicate failed:", err.summary)
+# %% [markdown]
+# A random run on K ranks: a global order of broadcasts and arrivals where each arrival reads a random
+# non-empty link, projected to one script per rank (so no rank waits for a message never sent).
+
+# %%
+def random_scripts(k_, n, rng):
+    links = {(a, b): [] for a in range(k_) for b in range(k_) if a != b}  # messages in flight per link
+    script = [[] for _ in range(k_)]
+    left = n
+    while left or any(links.values()):
+        busy = [ab for ab, q in links.items() if q]
+        if left and (not busy or rng.random() < 0.4):
+            a = int(rng.integers(k_))
+            script[a].append((0, 0))
+            for b in range(k_):
+                if b != a:
+                    links[(a, b)].append(1)
+            left -= 1
+        else:
+            a, b = busy[int(rng.integers(len(busy)))]
+            links[(a, b)].pop()
+            script[b].append((1, a))
+    return [np.array(s, dtype=np.int64).reshape(-1, 2) for s in script]
+
+
+scripts = random_scripts(K, BROADCASTS, np.random.default_rng(SEED))
+res = cluster.run(lambda comm: causal_broadcast(comm, scripts[comm.rank]), K, backend="sim")
+for r, log in enumerate(res.values):
+    assert len(log) == BROADCASTS, f"rank {r} delivered {len(log)} of {BROADCASTS} messages"
+print(f"K={K}: every rank delivered all {BROADCASTS} messages; rank 0's order:", res.values[0].tolist())
 
 # %% tags=["public-tests"]
 from public_tests import run_public_tests
 
-run_public_tests(vector_clock_run, replicate)
+run_public_tests(deliverable, causal_broadcast)
