@@ -38,7 +38,9 @@ def pytest_collection_modifyitems(config, items):
 def ray_local():
     """A local Ray on the 2 cores, one per test module that asks for it, shut down when the module ends."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from ray_start import start_local_ray
+
+    start_local_ray(ray)
     try:
         yield ray
     finally:

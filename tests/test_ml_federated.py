@@ -189,7 +189,9 @@ def ray_local():
     from ray import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import a test module
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from ray_start import start_local_ray
+
+    start_local_ray(ray)
     try:
         yield ray
     finally:
