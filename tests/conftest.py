@@ -21,7 +21,7 @@ def _group(item) -> str | None:
     if group is None and item.path.name == "test_notebooks.py" and isinstance(source, Path) and source.is_file():
         text = source.read_text(encoding="utf-8", errors="replace")
         group = next((g for g, pattern in _USES if pattern.search(text)), None)
-    if group is None and item.path.name in _RAY_MODULES and "ray" in item.name.lower():
+    if group is None and item.path.name in _RAY_MODULES and "ray" in re.split(r"[_\[\]-]", item.name.lower()):
         group = "ray"
     return group
 

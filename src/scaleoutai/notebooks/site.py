@@ -35,6 +35,7 @@ from .execute import RunRecord, format_summary, run_one
 from .sources import NotebookError, find_repo_root, find_sources, smoke_parameters
 
 SKIP = ("__pycache__", ".ipynb_checkpoints", "_build")
+SPHINX_TIMEOUT = 1800.0  # seconds for the HTML of the whole site (a few minutes on 2 cores)
 
 
 def _digest_tree(folder: Path, h: Any, suffixes: tuple[str, ...] | None = None) -> None:
@@ -228,7 +229,7 @@ def build_site(out: Path, smoke: bool = True, path_name: str | None = None, patt
         cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-w", str(warnings), "-d", str(Path(tmp) / "doctrees"),
                str(src), str(dest)]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=max(300.0, timeout),
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=SPHINX_TIMEOUT,
                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as exc:
             raise UserError(f"Sphinx did not finish within {exc.timeout:g} s; the site was not written") from None
