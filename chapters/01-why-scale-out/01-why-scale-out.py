@@ -385,9 +385,10 @@ plot_scaling(times, title=f"simulated strong scaling: N={N_EVAL:,}, P={P_EVAL:,}
 #    functions of $K$ and $d$. At what $K$ does rank 0's link in the naive pattern carry 10x the ring's?
 # 5. **Which axis?** For a recommendation system with a 2 TB embedding table serving 50,000 requests per
 #    second, name the ceilings that bind and the axes you would distribute along.
-# 6. **Lab 1** (`labs/lab01-sharded-gradient`, graded): write the shard gradient and the weighted
-#    average yourself and make them equal one machine for $K = 1, 2, 3, 5, 8$, float32 and float64,
-#    including $K > N$.
+# 6. **Lab 1** (`labs/lab01-sharded-gradient`, graded): take Exercise 2 to the end: the sharded loss and
+#    gradient of logistic regression, each rank holding only its shard, stable past exp's overflow and
+#    on confidently classified data, equal to one machine for $K = 1, 2, 3, 5, 8$ and $K > N$, float32
+#    and float64.
 #
 # ## 9. Research directions
 #

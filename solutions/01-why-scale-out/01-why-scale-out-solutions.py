@@ -311,33 +311,41 @@ print(f"table: >= {gpus_needed} GPUs or >= {nodes_needed} servers just to hold i
       f"serving: >= {cores_needed} busy cores at 10 ms per request")
 
 # %% [markdown]
-# ## Exercise 6 (lab): Lab 1, the sharded gradient
+# ## Exercise 6 (lab): Lab 1, the sharded loss and gradient of logistic regression
 #
 # The lab is `labs/lab01-sharded-gradient`. Its reference solution is the solution blocks
 # (`### BEGIN SOLUTION` ... `### END SOLUTION`) of `labs/lab01-sharded-gradient/lab01-sharded-gradient.py`;
 # the hidden tests, rubric and mutants are in `grading/lab01-sharded-gradient/` (`tests.py`, `rubric.yaml`,
-# `mutants/`).
+# `mutants/`). The lab takes Exercise 2 one step further than the chapter: binary logistic regression,
+# the loss as well as the gradient, shard-only ranks, and numbers that stay right for every score.
 #
-# **Key ideas of the answer.** `local_gradient` is $\frac{2}{n}X_r^\top(X_r w - y_r)$ and must return zeros
-# (in the shard's dtype) for an empty shard instead of dividing by zero. In `sharded_gradient` each rank
-# knows only its own rows, so it cannot compute the weight $n_r/N$ itself: it sends the *unnormalised*
-# $n_r g_r$ together with $n_r$ (a vector of $d+1$ numbers), the ranks sum those vectors (a gather to rank 0
-# and a broadcast back, or any all-reduce), and every rank divides the first $d$ entries by the last. Sum in
-# float64 and cast back to the input dtype at the end, so float32 inputs give a float32 result within
-# tolerance. Traffic is $O(Kd)$ bytes; the data never moves.
+# **Key ideas of the answer.** `local_gradient` returns the shard's mean loss and gradient, $(0, 0)$ for an
+# empty shard. Both are computed from the margin $m_i = (2y_i - 1)\,x_i^\top w$ and the tail $e^{-|m_i|} \in
+# (0, 1]$: the loss term is $\log(1 + e^{-m}) = \max(-m, 0) + \operatorname{log1p}(e^{-|m|})$ and
+# $\sigma(z) - y = -(2y - 1)\,\sigma(-m)$ with $\sigma(-m) = e^{-m}/(1 + e^{-m})$ for $m \ge 0$ and
+# $1/(1 + e^{m})$ otherwise. Nothing exponentiates a positive number (no overflow past $|z| \approx 709$ in
+# float64, 88 in float32), and on confidently right examples the tiny loss and residual come from the tail
+# directly instead of from $\log(1 + e^z) - z$ or $1 - \sigma(z)$, which cancel to 0. In `sharded_gradient`
+# each rank knows only its rows, so it sends $n_r g_r$, $n_r L_r$ and $n_r$ ($d + 2$ numbers), the ranks sum
+# them (the reference uses a binomial tree up to rank 0 and back down; a gather and broadcast or any
+# all-reduce is fine), and every rank divides by $N = \sum_r n_r$. Sum in float64 and cast the gradient back
+# to the input dtype. Traffic is $O(Kd)$ bytes; the data never moves.
 #
 # **Mistakes the rubric catches** (each is a mutant in `grading/lab01-sharded-gradient/mutants/`):
 #
-# 1. *Plain mean or divide by K* (`plain_mean.py`, `divide_by_k.py`): averaging $g_r$ with weight $1/K$, or
-#    dividing the sum by $K$ instead of $N$, passes when shards are equal and fails the uneven and $K > N$
-#    cases (Exercise 1 is exactly this bug).
-# 2. *Empty shards* (`empty_shard_nan.py`): $2/n$ with $n = 0$ gives NaN, which then poisons the sum on every
-#    rank when $K > N$.
-# 3. *Shipping data instead of gradients* (`send_the_data.py`, `allgather_data.py`): the numbers are right
-#    but the communication test looks at the bytes and payloads and fails it; the point of data parallelism is
-#    that rows never cross the network.
+# 1. *The chapter's least-squares code pasted* (`pasted_course.py`): the feedback names the logistic loss
+#    the lab asks for; it keeps 5 points (the empty shards).
+# 2. *Unstable formulas* (`naive_exp.py`, `log_of_sigmoid.py`, `logaddexp_cancels.py`): $\log(1 + e^z)$ is
+#    inf past the overflow, $\log \sigma(z)$ is $\log 0$, and even the finite `np.logaddexp(0, z) - y z` with
+#    `expit(z) - y` loses every digit on confident predictions; each loses only the stability test.
+# 3. *Weights* (`plain_mean.py`, `divide_by_k.py`, `loss_unweighted.py`, `loss_not_reduced.py`): the plain
+#    mean of shard means, dividing by $K$, a loss averaged without weights or never reduced.
+# 4. *Empty shards* (`empty_shard_nan.py`, `empty_shard_skips.py`): dividing by $n = 0$, or an empty rank
+#    that skips the exchange and deadlocks the rest.
+# 5. *Shipping data instead of sums* (`send_the_data.py`): right numbers, but the communication test reads
+#    the grader's byte counts and recorded payloads.
 #
-# Other mutants: returning float64 for float32 inputs (`float64_result.py`), never communicating
-# (`no_communication.py`), an off-by-one loop that drops the last rank (`off_by_one_ranks.py`), and calling
-# the course library instead of writing the code (`library_answer.py`; those modules are unimportable
-# in the grader).
+# Other mutants: a float64 gradient for float32 inputs (`float64_result.py`), the residual with the wrong
+# sign (`gradient_sign.py`), never communicating (`no_communication.py`) and recursive doubling that is
+# right only for powers of two (`pow2_tree.py`). The course's sharding, collectives, `scaleoutai.parallel`
+# and `scaleoutai.ml` are unimportable in the grader.

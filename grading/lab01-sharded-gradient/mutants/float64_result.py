@@ -1,9 +1,10 @@
-# mutant: returns the gradient in float64 whatever the input dtype
-# loses: sharded
+# mutant: sharded_gradient returns the gradient in float64 whatever the input dtype
+# loses: sharded, stable
 import numpy as np
 
 _right = sharded_gradient  # noqa: F821 - the reference defined above
 
 
 def sharded_gradient(comm, X_shard, y_shard, w):
-    return _right(comm, X_shard, y_shard, w).astype(np.float64)
+    loss, g = _right(comm, X_shard, y_shard, w)
+    return loss, g.astype(np.float64)

@@ -1,6 +1,6 @@
-# mutant: averages the shard gradients without weighting by shard size (wrong for uneven shards)
-# loses: sharded
+# mutant: averages the shard means without weighting by shard size (wrong for uneven shards)
+# loses: sharded, loss
 REPLACE = [
-    ('packed = np.append(local_gradient(X_shard, y_shard, w).astype(np.float64) * n, float(n))',
-     'packed = np.append(local_gradient(X_shard, y_shard, w).astype(np.float64), 1.0)'),
+    ('mine = np.concatenate([np.asarray(part_grad, dtype=np.float64) * n, [part_loss * n, float(n)]])',
+     'mine = np.concatenate([np.asarray(part_grad, dtype=np.float64), [part_loss, 1.0]])'),
 ]

@@ -1,12 +1,13 @@
 # mutant: recursive doubling (partner r XOR 2^i) that skips partners >= K: right only when K is a power of two
-# loses: sharded, communication
+# loses: sharded, loss, stable, communication
 import numpy as np
 
 
 def sharded_gradient(comm, X_shard, y_shard, w):
     K, r = comm.size, comm.rank
     n = len(y_shard)
-    total = np.append(local_gradient(X_shard, y_shard, w).astype(np.float64) * n, float(n))  # noqa: F821
+    loss, g = local_gradient(X_shard, y_shard, w)  # noqa: F821
+    total = np.concatenate([g.astype(np.float64) * n, [loss * n, float(n)]])
     mask = 1
     while mask < K:
         partner = r ^ mask
@@ -14,4 +15,6 @@ def sharded_gradient(comm, X_shard, y_shard, w):
             total = total + comm.sendrecv(total, partner, partner)
         mask <<= 1
     N = total[-1]
-    return (total[:-1] / N if N else np.zeros_like(total[:-1])).astype(X_shard.dtype)
+    if N == 0:
+        return 0.0, np.zeros(len(w), dtype=X_shard.dtype)
+    return float(total[-2] / N), (total[:-2] / N).astype(X_shard.dtype)
