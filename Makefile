@@ -4,7 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # Two pytest-xdist workers on CI's 2 cores; tests that start Ray, Spark or Slurm share one worker
-# (tests/conftest.py groups them). `make test PYTEST_ARGS=` runs serially.
+# (tests/conftest.py groups them); tests marked serial (timing ratios) run alone afterwards.
+# `make test PYTEST_ARGS=` runs everything serially.
 PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: lab test install notebooks bench clean
@@ -28,7 +29,8 @@ lab: $(STAMP)
 	$(PY) -m scaleoutai.cli lab
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS) -m "not serial"
+	$(PY) -m pytest -m serial
 
 notebooks: $(STAMP)
 	$(PY) -m scaleoutai.cli notebooks run --smoke

@@ -49,6 +49,7 @@ def _time(out: Path, sid: str) -> float:
     return float(results(out, sid)["execution_time"])
 
 
+@pytest.mark.serial  # a time ratio: another test running beside it would skew it
 def test_a_hostile_neighbour_neither_slows_nor_starves_an_honest_submission(tmp_path):
     if probe_mode() != "full":
         pytest.skip("this machine forbids mount and network namespaces")

@@ -94,6 +94,7 @@ def test_violations_catches_a_broken_schedule():
     assert "more nodes in use than the machine has" in sm.violations(tr, bad)
 
 
+@pytest.mark.serial  # a time ratio: another test running beside it would skew it
 def test_simulator_processes_tens_of_thousands_of_jobs_per_second_for_fifo_and_easy():
     tr = datasets.job_trace(10_000, capacity=128, load=0.9, seed=1)
     for policy in ("fifo", "easy"):
