@@ -70,7 +70,7 @@ def test_a_page_holding_a_line_of_the_solutions_manual_is_refused(tmp_path):
     line = sorted(all_secret_lines(ROOT), key=len)[-1]
     (tmp_path / "chapters").mkdir()
     (tmp_path / "chapters" / "x.md").write_text(f"# x\n\n{line}\n")
-    with pytest.raises(UserError, match="refusing to build the site: chapters/x.md contains a line of solutions/"):
+    with pytest.raises(UserError, match="refusing to build the site: chapters/x.md contains a solution from solutions/"):
         site.check_no_answers(tmp_path, ROOT)
     (tmp_path / "chapters" / "x.md").write_text("# x\n\nnothing secret\n")
     site.check_no_answers(tmp_path, ROOT)

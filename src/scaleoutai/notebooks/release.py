@@ -104,11 +104,27 @@ def replace_folder(out: Path, course: Path, protected: tuple[str, ...]) -> Itera
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def release_course(course: Path, out: Path) -> Path:
-    """Write the student edition of ``course`` to ``out`` (replaced whole); UserError on a leak."""
-    from scaleoutai.grading.labs import _user_error, assign, find_lab, leaks, list_labs, secret_lines
+def answer_lines(course: Path) -> tuple[set[str], set[str]]:
+    """What nothing students see may hold: hidden-test lines of 60+ characters (a copied test) and the
+    lines of the solutions manual (issue 21). The student edition and the website both check against it."""
+    from scaleoutai.grading.labs import secret_lines
 
     from .solutions import all_secret_lines
+
+    return secret_lines([], Path(course) / "grading", 60), all_secret_lines(course)
+
+
+def answers_in(text: str, hidden: set[str], manual: set[str]) -> list[str]:
+    """The answers ``text`` holds (see ``answer_lines``), and any solution marker; [] when none."""
+    from scaleoutai.grading.labs import leaks
+
+    lines = {ln.strip() for ln in text.splitlines()}
+    return leaks(text, hidden) + [f"a solution from solutions/: {s[:60]!r}" for s in sorted(manual & lines)]
+
+
+def release_course(course: Path, out: Path) -> Path:
+    """Write the student edition of ``course`` to ``out`` (replaced whole); UserError on a leak."""
+    from scaleoutai.grading.labs import _user_error, assign, find_lab, list_labs
 
     course, out = Path(course).resolve(), Path(out).resolve()
     with replace_folder(out, course, ("labs", "grading", "src", "solutions")) as tmp:
@@ -123,14 +139,11 @@ def release_course(course: Path, out: Path) -> Path:
         (tmp / ".gitignore").write_text(STUDENT_GITIGNORE)
         for name in list_labs(course):  # each lab checked against its own answers, as assign does
             assign(find_lab(name, course), tmp / "labs")
-        hidden = secret_lines([], course / "grading", 60)  # a copied hidden test, anywhere in the edition
-        manual = all_secret_lines(course)  # a line of the solutions manual (issue 21), anywhere in it
+        hidden, manual = answer_lines(course)
         for path in _text_files(tmp):
-            text = path.read_text(errors="replace")
-            found = leaks(text, hidden)
+            found = answers_in(path.read_text(errors="replace"), hidden, manual)
             if path.relative_to(tmp).parts[0] == "src":  # the grader's own code names the markers
                 found = [f for f in found if f != "a solution marker"]
-            found += [f"a solution from solutions/: {s[:60]!r}" for s in sorted(manual & {ln.strip() for ln in text.splitlines()})]
             if found:
                 raise _user_error(f"refusing to write the student edition: {path.relative_to(tmp)} contains "
                                   f"{', '.join(found[:3])}; move that text inside a solution block or out of grading/")

@@ -107,11 +107,9 @@ def check_no_answers(site_src: Path, course: Path) -> None:
     characters, or a solution marker (the student edition's rule)."""
     import nbformat
 
-    from scaleoutai.grading.labs import leaks, secret_lines
+    from .release import answer_lines, answers_in
 
-    from .solutions import all_secret_lines
-
-    hidden, manual = secret_lines([], course / "grading", 60), all_secret_lines(course)
+    hidden, manual = answer_lines(course)
     for f in sorted(site_src.rglob("*")):
         if f.suffix == ".md":
             text = f.read_text(errors="replace")
@@ -121,8 +119,7 @@ def check_no_answers(site_src: Path, course: Path) -> None:
                                                              for c in nb.cells for o in c.get("outputs", [])])
         else:
             continue
-        found = leaks(text, hidden) + [f"a line of solutions/: {s[:60]!r}"
-                                       for s in sorted(manual & {ln.strip() for ln in text.splitlines()})]
+        found = answers_in(text, hidden, manual)
         if found:
             raise UserError(f"refusing to build the site: {f.relative_to(site_src)} contains {', '.join(found[:3])}")
 
