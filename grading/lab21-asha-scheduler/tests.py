@@ -133,7 +133,7 @@ RANDOM = [(3, 1, 27, 30, 4, 0.0), (2, 1, 8, 20, 3, .25), (3, 1, 9, 12, 1, 0.0), 
 DRIVER = [(2, 3, 1, 9, 9, 1.0, 0.0, "crossing", "sim"), (3, 2, 1, 8, 12, 0.5, .05, "noisy", "sim"),
           (4, 3, 1, 27, 20, 0.1, .05, "noisy", "sim"), (6, 2, 1, 4, 15, 1.0, 0.0, "steady", "sim"),
           (9, 3, 1, 9, 5, 0.25, 0.0, "crossing", "sim"), (5, 2, 1, 8, 14, 0.25, .25, "ties", "sim"),
-          (7, 2, 1, 16, 18, 0.1, 0.0, "crossing", "sim"), (2, 2, 1, 8, 8, 1.0, 0.0, "crossing", "process")]
+          (7, 2, 1, 16, 18, 0.1, 0.0, "crossing", "sim"), (2, 2, 1, 8, 8, 0.01, 0.0, "crossing", "process")]  # real sleeps: keep them short
 PROPERTY = 3  # seeded random replays and 2 drivers with every parameter drawn
 SHAPES = {"steady": "rankings that never change (the top stays at 1)", "crossing": "slow starters finish best",
           "noisy": "noisy curves", "ties": "scores on a grid of 1/4 (ties)"}
