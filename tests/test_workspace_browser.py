@@ -45,3 +45,13 @@ def test_the_lab_lands_on_the_course_index_and_a_chapter_renders(tmp_path, brows
         markdown = _wait_for(browser, ".jp-MarkdownCell")
         assert any("Communication primitives" in m.text or "communication" in m.text.lower() for m in markdown)
         browser.save_screenshot(str(tmp_path / "chapter.png"))
+        # Opening changes nothing: once the kernel has started and reported its language_info, the
+        # untouched copy is not marked modified (closing it must not ask to save)
+        _wait_for(browser, ".jp-StatusBar-Widget", "Idle")
+        import time
+
+        time.sleep(2)
+        dirty = browser.find_elements("css selector", ".lm-TabBar-tab.jp-mod-dirty")
+        assert not dirty, f"an untouched chapter opened as modified: {[d.text for d in dirty]}"
+        # and no pop-up asks to fetch news from a website (the course runs offline)
+        assert "Jupyter news" not in browser.find_element("css selector", "body").text

@@ -124,10 +124,11 @@ def assign(lab: Lab, out: Path) -> Path:
     if found:
         raise _user_error(f"refusing to write the release of {lab.name}: it still contains {', '.join(found[:3])}; "
                           f"move that text inside a solution block or out of grading/")
-    from scaleoutai.notebooks.execute import KERNELSPEC
+    from scaleoutai.notebooks.execute import KERNELSPEC, language_info
 
     nb = jupytext.reads(text, fmt="py:percent")
     nb.metadata["kernelspec"] = dict(KERNELSPEC)  # opens with a Python kernel, no kernel picker
+    nb.metadata["language_info"] = language_info()  # in full, so opening it does not mark it modified
     dest = out / lab.name
     tmp = Path(tempfile.mkdtemp(prefix=f".{lab.name}-", dir=out if out.is_dir() else None))
     try:

@@ -47,8 +47,18 @@ def read_notebook(source: Path) -> Any:
 
     nb = jupytext.read(str(source), fmt="py:percent")
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
-    nb.metadata.setdefault("language_info", {"name": "python"})
+    nb.metadata["language_info"] = language_info()
     return nb
+
+
+def language_info() -> dict:
+    """What ipykernel reports for this interpreter, in full: a copy that already carries it is not marked
+    modified when JupyterLab's kernel starts and fills the field in (issue 35: opening changes nothing)."""
+    import copy
+
+    from ipykernel.ipkernel import IPythonKernel
+
+    return copy.deepcopy(dict(IPythonKernel.language_info))
 
 
 def _write_atomic(nb: Any, path: Path) -> None:

@@ -20,6 +20,10 @@ from .sources import find_repo_root
 
 DEFAULT_VIEWERS = {"python": "Jupytext Notebook"}
 DOCMANAGER = "@jupyterlab/docmanager-extension:plugin"
+# No "would you like to receive news?" pop-up on a student's first start, and no request to a website:
+# the lab runs offline on a laptop or a cluster node.
+NOTIFICATION = "@jupyterlab/apputils-extension:notification"
+QUIET = {"fetchNews": "false", "checkForUpdates": False}
 
 
 def _merge(base: dict, extra: dict) -> dict:
@@ -32,7 +36,7 @@ def _merge(base: dict, extra: dict) -> dict:
 
 
 def write_app_settings(root: Path) -> Path:
-    """Create ``root/_build/lab/settings``: the installed app settings plus our defaultViewers."""
+    """Create ``root/_build/lab/settings``: the installed app settings plus our defaultViewers, news off."""
     from jupyterlab.commands import get_app_dir
 
     target = Path(root) / "_build" / "lab" / "settings"
@@ -48,7 +52,7 @@ def write_app_settings(root: Path) -> Path:
             copy(entry, target / entry.name, **({"dirs_exist_ok": True} if entry.is_dir() else {}))
         if (installed / "overrides.json").is_file():
             overrides = json.loads((installed / "overrides.json").read_text(encoding="utf-8"))
-    _merge(overrides, {DOCMANAGER: {"defaultViewers": DEFAULT_VIEWERS}})
+    _merge(overrides, {DOCMANAGER: {"defaultViewers": DEFAULT_VIEWERS}, NOTIFICATION: dict(QUIET)})
     tmp = target / "overrides.json.tmp"
     tmp.write_text(json.dumps(overrides, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, target / "overrides.json")

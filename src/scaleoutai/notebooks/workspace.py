@@ -116,16 +116,19 @@ def _index(chapters: list[str], labs: list[str], paths: list[tuple[str, list[int
         lines += ["## Course paths", *[f"- **{name}**: {what}, then the Chapter 41 capstone" for name, what in PATHS]]
     else:
         folder = {int(c[:2]): c for c in chapters if c[:2].isdigit()}
-        link = lambda n: f"[{n}](chapters/{folder[n]}/{folder[n]}.ipynb)" if n in folder else str(n)  # noqa: E731
+        # by number, with the chapter's title as the link's tooltip (a path row lists up to 30 chapters)
+        link = lambda n: (f'[{n}](chapters/{folder[n]}/{folder[n]}.ipynb "{titles.get(folder[n], folder[n])}")'  # noqa: E731
+                          if n in folder else str(n))
         lines += ["## Course paths", "", "Each path starts in Part I and ends with the Chapter 41 capstone; "
                   "`scaleout notebooks list --path NAME` prints one week by week.", ""]
         for title, order, planned in paths:
             later = f" (later: Chapter{'s' if len(planned) > 1 else ''} {', '.join(map(str, planned))}, planned)" if planned else ""
             lines.append(f"- **{title}**: " + " · ".join(link(n) for n in order) + later)
-    from .execute import KERNELSPEC
+    from .execute import KERNELSPEC, language_info
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("\n".join(lines))])
     nb.metadata["kernelspec"] = dict(KERNELSPEC)  # opens without asking for a kernel
+    nb.metadata["language_info"] = language_info()  # in full: the kernel's start does not mark it modified
     return _stable(nb)
 
 
