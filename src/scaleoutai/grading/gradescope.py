@@ -1,6 +1,7 @@
 """Gradescope export: an autograder zip whose ``run_autograder`` calls this same engine.
 
-The zip holds ``setup.sh`` (installs numpy, torch CPU and the few libraries the engine imports),
+The zip holds ``setup.sh`` (installs numpy, torch CPU and the few libraries the engine imports, at the
+course's pinned versions: ``environments/constraints.txt``, else the versions installed here),
 ``run_autograder``, ``src/`` (the scaleoutai package), ``grading/<lab>`` and the lab's public
 tests (not its solution). ``python -m scaleoutai.grading.gradescope LAB SUBMISSION_DIR RESULTS_JSON``
 grades one submission and always leaves a results.json, even when the engine itself fails.
@@ -20,10 +21,10 @@ SETUP = """#!/usr/bin/env bash
 # Gradescope image build: Python 3.11+, CPU torch and the engine's few dependencies.
 set -euo pipefail
 apt-get update -qq && apt-get install -y -qq python3 python3-pip python3-venv util-linux >/dev/null
-python3 -m pip install --quiet --break-system-packages --index-url https://download.pytorch.org/whl/cpu torch \\
-  || python3 -m pip install --quiet --index-url https://download.pytorch.org/whl/cpu torch
-python3 -m pip install --quiet --break-system-packages numpy cloudpickle pyyaml tqdm \\
-  || python3 -m pip install --quiet numpy cloudpickle pyyaml tqdm
+python3 -m pip install --quiet --break-system-packages --index-url https://download.pytorch.org/whl/cpu {torch} \\
+  || python3 -m pip install --quiet --index-url https://download.pytorch.org/whl/cpu {torch}
+python3 -m pip install --quiet --break-system-packages {rest} \\
+  || python3 -m pip install --quiet {rest}
 # Hidden tests readable by root only, in case the container forbids mount namespaces.
 chmod -R go-rwx /autograder/source/grading
 """
@@ -40,6 +41,29 @@ exec "${{SCALEOUT_PYTHON:-python3}}" -m scaleoutai.grading.gradescope {lab} "$RO
 """
 
 
+ENGINE_PACKAGES = ("torch", "numpy", "cloudpickle", "PyYAML", "tqdm")  # what the engine imports
+
+
+def pins(constraints: Path | None) -> dict[str, str]:
+    """``name==version`` of each engine package: from the constraints file when it pins it, else the version
+    installed here (its local label such as ``+cpu`` dropped: setup.sh takes torch from the CPU index)."""
+    from importlib.metadata import version
+
+    pinned: dict[str, str] = {}
+    if constraints is not None and constraints.is_file():
+        for line in constraints.read_text().splitlines():
+            name, sep, ver = line.split("#")[0].strip().partition("==")
+            if sep:
+                pinned[name.strip().lower()] = ver.strip()
+    return {name: f"{name}=={pinned.get(name.lower()) or version(name).split('+')[0]}" for name in ENGINE_PACKAGES}
+
+
+def setup_script(constraints: Path | None) -> str:
+    """setup.sh with the engine packages pinned (a Gradescope image grades as the course was tested)."""
+    p = pins(constraints)
+    return SETUP.format(torch=p["torch"], rest=" ".join(p[n] for n in ENGINE_PACKAGES if n != "torch"))
+
+
 def export(lab: Lab, zip_path: Path) -> Path:
     """Write the autograder zip for ``lab`` atomically."""
     import scaleoutai
@@ -50,7 +74,7 @@ def export(lab: Lab, zip_path: Path) -> Path:
     os.close(fd)
     try:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-            _add(z, "setup.sh", SETUP)
+            _add(z, "setup.sh", setup_script(lab.grading.parents[1] / "environments" / "constraints.txt"))
             _add(z, "run_autograder", RUN.format(lab=lab.name))
             for f in sorted(pkg.rglob("*")):
                 if f.is_file() and "__pycache__" not in f.parts:
