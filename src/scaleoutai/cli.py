@@ -5,7 +5,7 @@ import argparse
 import importlib
 import sys
 
-from scaleoutai.errors import UserError
+from scaleoutai.errors import UserError, interrupted
 
 # module path -> its ``register(subparsers)`` function adds one or more subcommands.
 COMMANDS = [
@@ -45,6 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("scaleout: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if interrupted(exc):  # a library turned Ctrl-C into its own error (nbclient's cleanup does)
+            print("scaleout: interrupted", file=sys.stderr)
+            return 130
+        raise
+
 
 
 if __name__ == "__main__":

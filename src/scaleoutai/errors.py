@@ -11,6 +11,18 @@ class UserError(Exception):
     """Bad input from the person at the terminal: printed as one line, exit status 2."""
 
 
+def interrupted(exc: BaseException | None) -> bool:
+    """Whether Ctrl-C (a KeyboardInterrupt) is anywhere in the causes and contexts of ``exc``: some libraries
+    turn it into an error of their own while cleaning up, and the user should still see "interrupted"."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 class NotebookError(UserError, ValueError):
     """A notebook source, pattern or option the tooling cannot use; the message is one readable line."""
 

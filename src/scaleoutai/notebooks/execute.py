@@ -128,8 +128,10 @@ def _keep_interrupted(source: Path, partial: Path, interrupted: Path) -> None:
     os.replace(partial, interrupted)
 
 
-def run_one(source: Path, output: Path, parameters: dict[str, Any], timeout: float) -> RunRecord:
-    """Execute one source with papermill in a child process, killed after ``timeout`` seconds.
+def run_one(source: Path, output: Path, parameters: dict[str, Any], timeout: float,
+            cwd: Path | None = None) -> RunRecord:
+    """Execute one source with papermill in a child process, killed after ``timeout`` seconds, in ``cwd``
+    (default: the source's folder, where a chapter finds its helper modules).
 
     Only a run that finished (ok or failed) lands at ``output``; a stopped one (time limit, Ctrl-C) is
     kept beside it as ``NAME.interrupted.ipynb``, so the output path never holds a partial notebook."""
@@ -144,7 +146,7 @@ def run_one(source: Path, output: Path, parameters: dict[str, Any], timeout: flo
     with tempfile.TemporaryDirectory(prefix="scaleout-nb-") as tmp:
         spec, result = Path(tmp) / "spec.json", Path(tmp) / "result.json"
         spec.write_text(json.dumps({
-            "source": str(source), "output": str(partial.resolve()), "cwd": str(source.parent),
+            "source": str(source), "output": str(partial.resolve()), "cwd": str(cwd or source.parent),
             "parameters": repr(parameters), "timeout": timeout, "result": str(result),
         }))
         start = time.perf_counter()

@@ -178,14 +178,21 @@ def release_solutions(root: Path, out: Path, pattern: str | None = None, html: b
     rows = ["# Scaling Out AI: the solutions manual", "", "Instructors only: never give this folder to students.",
             "", "| chapter | exercises | coding | analysis | conceptual | lab |", "|---|---:|---:|---:|---:|---:|"]
     with replace_folder(out, root, ("chapters", SOLUTIONS, "src", "labs")) as tmp:
-        for chapter in chapters_with_exercises(root, pattern):
+        chapters = chapters_with_exercises(root, pattern)
+        if html:  # executing every manual takes minutes: show which chapter runs
+            from tqdm.auto import tqdm
+
+            chapters = tqdm(chapters, desc="solutions: executing", unit="ch", file=sys.stderr)
+        for chapter in chapters:
+            if html:
+                chapters.set_postfix_str(chapter.parent.name)
             source = solution_path(root, chapter)
             nb = jupytext.reads(source.read_text(encoding="utf-8"), fmt="py:percent")
             nb.metadata["kernelspec"] = dict(KERNELSPEC)
             dest = tmp / f"{source.stem}.ipynb"
             jupytext.write(nb, dest, fmt="ipynb")
             if html:
-                _render_html(dest, timeout)
+                _render_html(source, dest, timeout)
             kinds = [a.kind for a in read_answers(source)]
             rows.append(f"| [{chapter.parent.name}]({dest.name}) | {len(kinds)} | "
                         + " | ".join(str(kinds.count(k)) for k in KINDS) + " |")
@@ -193,19 +200,19 @@ def release_solutions(root: Path, out: Path, pattern: str | None = None, html: b
     return Path(out).resolve()
 
 
-def _render_html(notebook: Path, timeout: float) -> Path:
-    """Execute ``notebook`` in place (in a temp working folder) and write its HTML beside it."""
+def _render_html(source: Path, notebook: Path, timeout: float) -> Path:
+    """Execute ``source`` into ``notebook`` (in a temp working folder, in a child process that Ctrl-C and
+    the time limit take down whole) and write its HTML beside it."""
     import nbformat
-    from nbclient import NotebookClient
     from nbconvert import HTMLExporter
 
-    nb = nbformat.read(str(notebook), as_version=4)
+    from .execute import run_one
+
     with tempfile.TemporaryDirectory(prefix="solutions-run-") as cwd:
-        try:
-            NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": cwd}}).execute()
-        except Exception as exc:  # nbclient's CellExecutionError carries the traceback text
-            raise UserError(f"{notebook.stem}: a solution cell failed: {str(exc).splitlines()[0][:300]}") from None
-    nbformat.write(nb, str(notebook))
+        record = run_one(source, notebook, {}, timeout, cwd=Path(cwd))
+    if record.status != "ok":
+        raise UserError(f"{source.stem}: the manual did not run to the end ({record.status}): {record.error}")
+    nb = nbformat.read(str(notebook), as_version=4)
     body, _ = HTMLExporter().from_notebook_node(nb)
     html = notebook.with_suffix(".html")
     html.write_text(body, encoding="utf-8")
