@@ -1,6 +1,8 @@
 """Continuous batching over the paged cache: every request's tokens equal its greedy reference under
 any schedule; continuous beats static batching; paging wastes less than contiguous reservation; and
-transformers' own continuous batching (paged cache) emits the same tokens on CPU."""
+transformers' own continuous batching (paged cache) emits the same tokens on CPU. A token budget per
+iteration (chunked prefill) changes no token and bounds every iteration; TTFT, TPOT and goodput follow
+from the iterations on the roofline clock of a named model and GPU (perf.hardware)."""
 import os
 
 import numpy as np
@@ -111,6 +113,10 @@ def test_bad_arguments_are_one_clear_error():
         llm.serve(p, TRACE, 2, 4)
     with pytest.raises(ValueError, match="prefill_chunk"):
         llm.serve(p, TRACE, 10, 4, prefill_chunk=0)
+    with pytest.raises(ValueError, match="token_budget"):
+        llm.serve(p, TRACE, 10, 4, token_budget=0)
+    with pytest.raises(KeyError, match="no accelerator"):
+        llm.StepCost.for_model(7e9, 32, 4096, 4096, gpu="V100")
     with pytest.raises(ValueError, match="rate > 0"):
         datasets.request_trace(3, 0.0)
 
@@ -145,6 +151,7 @@ def hf():
     return torch
 
 
+@pytest.mark.slow
 def test_transformers_continuous_batching_of_our_decoder_as_gpt2_emits_our_tokens(hf):
     torch = hf
     p = PARAMS[np.float64]
@@ -159,6 +166,7 @@ def test_transformers_continuous_batching_of_our_decoder_as_gpt2_emits_our_token
     assert model.config._attn_implementation in ("sdpa", "paged|eager")
 
 
+@pytest.mark.slow
 def test_transformers_continuous_batching_equals_its_own_generate_on_a_tiny_llama(hf):
     torch = hf
     from transformers import AutoModelForCausalLM, LlamaConfig
@@ -173,3 +181,134 @@ def test_transformers_continuous_batching_equals_its_own_generate_on_a_tiny_llam
         with torch.no_grad():
             want = model.generate(torch.tensor(p[None]), max_new_tokens=n, do_sample=False, pad_token_id=0)
         assert g == want[0, len(p):].tolist()
+
+
+# -- chunked prefill under a token budget (Sarathi-Serve), TTFT / TPOT / goodput on a GPU's clock ---
+
+LONG = datasets.request_trace(8, 0.5, (2, 6), (6, 14), vocab=48, seed=4) + [
+    datasets.Request(90, 2, np.arange(37) % 48, 5), datasets.Request(91, 9, (np.arange(29) * 7) % 48, 3)]
+
+
+@pytest.mark.parametrize("budget,dtype", [(1, np.float64), (3, np.float64), (3, np.float32), (64, np.float64),
+                                          (None, np.float32)])  # 64 > every prompt; None: whole-prompt prefill
+@pytest.mark.parametrize("num_blocks,preempt,sharing", [(200, "recompute", False), (12, "recompute", False),
+                                                        (12, "swap", True)])
+def test_any_token_budget_emits_each_requests_greedy_reference_tokens(dtype, budget, num_blocks, preempt, sharing):
+    p = PARAMS[dtype]
+    trace = TRACE + LONG[-2:]
+    ref = {**REF[dtype], **llm.reference_outputs(p, LONG[-2:])}
+    res = llm.serve(p, trace, num_blocks=num_blocks, block_size=4, max_batch=4, token_budget=budget,
+                    preempt=preempt, prefix_sharing=sharing)
+    assert res.outputs == ref
+    if budget is not None:
+        assert max(res.tokens) <= budget
+    assert sum(res.generated) == sum(r.max_new for r in trace)
+
+
+@pytest.mark.parametrize("budget", [1, 3, 7, 40, None])
+def test_token_budget_accounting_without_preemption(budget):
+    p = PARAMS[np.float64]
+    res = llm.serve(p, LONG, num_blocks=200, block_size=4, max_batch=16, token_budget=budget)
+    assert res.preemptions == 0 and res.outputs == llm.reference_outputs(p, LONG)
+    # every prompt token and every output token but the last is fed exactly once
+    assert sum(res.tokens) == sum(len(r.prompt) + r.max_new - 1 for r in LONG)
+    assert len(res.tokens) == len(res.timeline) == len(res.at) == len(res.context) == len(res.pairs)
+    if budget == 1:
+        assert res.iterations == sum(res.tokens)  # one token per iteration, never an empty one
+    if budget is None:  # whole-prompt prefill: a request admitted at once emits its first token at arrival
+        assert all(res.first_token[r.id] == r.arrival for r in LONG)
+        assert max(res.tokens) >= 37
+    # attention pairs: a request's positions 0..L-1 each attend to p + 1 keys, recompute-free
+    assert sum(res.pairs) == sum(L * (L + 1) // 2 for L in (len(r.prompt) + r.max_new - 1 for r in LONG))
+
+
+@pytest.mark.parametrize("p_len,new,budget", [(1, 4, 1), (10, 3, 1), (10, 3, 3), (10, 3, 4), (17, 5, 64), (17, 5, 17)])
+def test_one_request_takes_ceil_p_over_T_prefill_iterations_then_one_per_token(p_len, new, budget):
+    p = PARAMS[np.float64]
+    req = [datasets.Request(0, 0, np.arange(p_len) % 48, new)]
+    res = llm.serve(p, req, num_blocks=64, block_size=4, token_budget=budget)
+    assert res.outputs == llm.reference_outputs(p, req)
+    assert res.first_token[0] == -(-p_len // budget) - 1
+    assert res.iterations == -(-p_len // budget) + new - 1
+
+
+def test_plan_iteration_serves_decode_tokens_first_then_prompt_chunks_in_admission_order():
+    todo = [(5, 12), (6, 1), (7, 30), (8, 1)]
+    assert llm.plan_iteration(todo) == {6: 1, 8: 1, 5: 12, 7: 30}  # no budget: whole prompts
+    assert llm.plan_iteration(todo, token_budget=16) == {6: 1, 8: 1, 5: 12, 7: 2}
+    assert llm.plan_iteration(todo, token_budget=16, prefill_chunk=4) == {6: 1, 8: 1, 5: 4, 7: 4}
+    assert llm.plan_iteration(todo, token_budget=1) == {6: 1}  # a budget below the decodes: oldest first
+    assert llm.plan_iteration(todo, token_budget=2) == {6: 1, 8: 1}
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        todo = [(i, int(n)) for i, n in enumerate(rng.integers(1, 20, size=rng.integers(1, 8)))]
+        T = int(rng.integers(1, 40))
+        plan = llm.plan_iteration(todo, token_budget=T)
+        assert sum(plan.values()) == min(T, sum(n for _, n in todo))  # work-conserving under the budget
+        assert all(0 < plan[i] <= n for i, n in todo if i in plan)
+        decodes = [i for i, n in todo if n == 1]
+        if any(n > 1 and i in plan for i, n in todo):  # a prompt chunk runs only when no decode waits
+            assert all(i in plan for i in decodes)
+
+
+SEVEN_B = llm.StepCost.for_model(7e9, layers=32, d_model=4096, kv_dim=4096, gpu="A10G")
+
+
+def test_step_cost_of_a_7b_model_reads_weights_and_kv_cache_on_the_table_gpu():
+    from scaleoutai.perf import hardware as hw
+    assert SEVEN_B.weight_bytes == 14e9 and SEVEN_B.kv_bytes_per_token == 512 * 2**10 and SEVEN_B.gpu is hw.A10G
+    assert SEVEN_B.idle == pytest.approx(14e9 / 600e9, rel=1e-12)
+    # batch 8 decoding at 1,340 cached tokens each: the KV reads add ~40% to the step
+    t = SEVEN_B([8], [8 * 1340], [8 * 1340])[0]
+    assert t == pytest.approx((14e9 + 8 * 1340 * 512 * 2**10) / 600e9, rel=1e-12)
+    assert 1.38 < t / SEVEN_B.idle < 1.42
+    # a 512-token prefill is compute-bound: 2 P FLOPs per token plus attention, at 70 TFLOP/s
+    t = SEVEN_B([512], [512], [512 * 513 // 2])[0]
+    assert t == pytest.approx((512 * 14e9 + 4 * 32 * 4096 * 512 * 513 // 2) / 70e12, rel=1e-12)
+    gqa = llm.StepCost.for_model(8e9, layers=32, d_model=4096, kv_dim=8 * 128, gpu="H100 SXM")
+    assert gqa.kv_bytes_per_token == 128 * 2**10  # Llama-3-8B: 8 KV heads of 128
+
+
+def test_seconds_are_iterations_times_a_constant_step_when_the_kv_is_free():
+    p = PARAMS[np.float64]
+    flat = llm.StepCost(weight_bytes=6e9, kv_bytes_per_token=0.0, flops_per_token=1.0, gpu=SEVEN_B.gpu)
+    res = llm.serve(p, LONG, num_blocks=200, block_size=4, token_budget=8)
+    c = flat.idle
+    np.testing.assert_allclose(res.ttft_seconds(flat), res.ttft() * c, rtol=1e-12)
+    np.testing.assert_allclose(res.tpot_seconds(flat), res.tpot() * c, rtol=1e-12)
+    np.testing.assert_allclose(res.latency_seconds(cost=flat), res.latency() * c, rtol=1e-12)
+    assert res.clock_seconds(cost=flat)[-1] == pytest.approx((max(res.at) + 1) * c, rel=1e-12)
+
+
+def test_goodput_counts_requests_meeting_both_slos_per_second():
+    p = PARAMS[np.float64]
+    res = llm.serve(p, LONG, num_blocks=200, block_size=4, token_budget=8)
+    total = res.clock_seconds(cost=SEVEN_B)[-1]
+    assert res.goodput(SEVEN_B, np.inf, np.inf) == pytest.approx(len(LONG) / total, rel=1e-12)
+    assert res.goodput(SEVEN_B, 0.0, np.inf) == 0.0
+    ttft, tpot = res.ttft_seconds(SEVEN_B), res.tpot_seconds(SEVEN_B)
+    a, b = np.median(ttft), np.median(tpot)
+    met = res.slo_met(SEVEN_B, a, b)
+    multi = np.array([len(res.outputs[i]) > 1 for i in sorted(res.outputs)])
+    tp = np.zeros(len(LONG))
+    tp[multi] = tpot
+    assert (met == ((ttft <= a) & (tp <= b))).all() and 0 < met.sum() < len(LONG)
+    assert res.goodput(SEVEN_B, a, b) == pytest.approx(met.sum() / total, rel=1e-12)
+
+
+def test_a_token_budget_bounds_the_decode_stall_of_long_prompts_and_delays_their_first_token():
+    p = PARAMS[np.float64]
+    whole = llm.serve(p, LONG, num_blocks=200, block_size=4)
+    chunked = llm.serve(p, LONG, num_blocks=200, block_size=4, token_budget=8)
+    assert whole.outputs == chunked.outputs
+    # toy prompts of 29 and 37 tokens: a step whose roofline bends at 10 tokens (2 ms of weights, 0.2 ms
+    # of FLOPs per token), as a 7B model's bends at ~117 on an A10G for prompts of hundreds of tokens
+    cost = llm.StepCost(weight_bytes=1.2e9, kv_bytes_per_token=0.0, flops_per_token=14e9, gpu=SEVEN_B.gpu)
+    assert cost([8], [0])[0] == cost.idle < cost([12], [0])[0]
+    # the slowest iteration and the worst time per output token fall; the long prompts wait longer
+    assert cost(chunked.tokens, chunked.context).max() < 0.5 * cost(whole.tokens, whole.context).max()
+    assert chunked.tpot_seconds(cost).max() < whole.tpot_seconds(cost).max()
+    ids = sorted(whole.outputs)
+    for rid in (90, 91):
+        k = ids.index(rid)
+        assert chunked.ttft_seconds(cost)[k] > whole.ttft_seconds(cost)[k]

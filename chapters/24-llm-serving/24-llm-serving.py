@@ -23,6 +23,9 @@
 # taken as tokens appear instead of reserved for the longest possible answer. This chapter builds
 # both on the NumPy decoder, checks that every request still gets exactly its greedy tokens, measures
 # the memory and throughput they win, and runs transformers' own continuous batching on the same weights.
+# It then asks what a user feels: the time to the first token and between tokens, on the clock of a
+# 7-billion-parameter model on a named GPU, and how splitting prompts into chunks under a token budget
+# trades one against the other.
 #
 # **Prerequisites:** Chapter 22 (Per-node inference efficiency: the decoder, the KV cache, the decode
 # roofline) and Chapter 23 (Distributed inference: arrivals, queues, p50 and p99). Background: virtual
@@ -34,20 +37,25 @@ RATES = [0.1, 0.2, 0.3, 0.45, 0.6]  # smoke: [0.15, 0.45]
 BLOCK_SIZE = 4
 NUM_BLOCKS = 96  # smoke: 64
 MAX_BATCH = 8
+N_LONG = 48  # smoke: 8
+BUDGETS = [None, 512, 256, 128, 64]  # smoke: [None, 128]
 SEED = 0
 
 # %% [markdown]
 # `N_REQUESTS` requests arrive as a Poisson process at each rate in `RATES` (requests per decoding
 # iteration); the KV pool has `NUM_BLOCKS` blocks of `BLOCK_SIZE` tokens; at most `MAX_BATCH`
-# requests run together.
+# requests run together. Section 7 serves `N_LONG` requests with prompts of hundreds of tokens under
+# each token budget in `BUDGETS` (None: every prompt prefilled whole).
 #
 # ## 1. Motivation: which ceiling binds
 #
-# Decoding one token of a 7-billion-parameter model in fp16 reads 14 GB of weights; on a GPU with
-# about 700 GB/s that is 20 ms whether the step serves one request or thirty. Chapter 22 called this
-# memory-bound decode: throughput grows with the batch almost for free. The batch is limited by the
-# **KV cache**: every token of every running request keeps a key and a value per layer. The cell
-# below computes how many requests fit when each one reserves room for its longest possible answer.
+# Decoding one token of a 7-billion-parameter model in fp16 reads 14 GB of weights; on an NVIDIA A10G
+# (24 GB at 600 GB/s, the GPU of the one-GPU cloud instance priced in Section 7) that is 23 ms whether
+# the step serves one request or thirty. Chapter 22 called this memory-bound decode: throughput grows
+# with the batch almost for free. Every GPU number of this chapter comes from one table,
+# `perf.hardware`, which Chapter 22 reads too. The batch is limited by the **KV cache**: every token of
+# every running request keeps a key and a value per layer. The cell below computes how many requests
+# fit when each one reserves room for its longest possible answer.
 
 # %%
 import os
@@ -58,14 +66,18 @@ import numpy as np
 
 from scaleoutai import capstone, datasets
 from scaleoutai.notebooks import show
+from scaleoutai.perf import hardware
 from scaleoutai.serving import llm
 from scaleoutai.serving.decoder import decoder_init, generate, reference_generate
 from scaleoutai.serving.paged_cache import BlockAllocator, OutOfBlocks, PagedCache
 
-layers, d_model, fp16 = 32, 4096, 2
-kv_per_token = 2 * layers * d_model * fp16  # a key and a value per layer
-free_for_kv = 24e9 - 14e9  # a 24 GB GPU after the weights
+GPU = hardware.A10G
+P, layers, d_model, fp16 = 7e9, 32, 4096, 2
+kv_per_token = 2 * layers * d_model * fp16  # a key and a value per layer (32 KV heads of 128)
+free_for_kv = GPU.memory_bytes - P * fp16  # the GPU's memory after the weights
 max_len, mean_len = 2048, 350  # reserved per request vs what a chat request really uses
+print(f"{GPU.name}: reading {P * fp16 / 1e9:.0f} GB of weights at {GPU.hbm_bandwidth / 1e9:.0f} GB/s takes "
+      f"{P * fp16 / GPU.hbm_bandwidth * 1e3:.1f} ms per decoding step")
 print(f"KV cache: {kv_per_token / 2**10:.0f} KiB per token; {free_for_kv / kv_per_token:,.0f} tokens fit")
 print(f"reserving max_len = {max_len}: {int(free_for_kv // (kv_per_token * max_len))} requests at once; "
       f"paying only for {mean_len} real tokens: {int(free_for_kv // (kv_per_token * mean_len))}")
@@ -73,6 +85,8 @@ print(f"reserving max_len = {max_len}: {int(free_for_kv // (kv_per_token * max_l
 # %% [markdown]
 # Reservation to the maximum length wastes most of the cache, and with it most of the batch. That is
 # the ceiling that binds: **KV memory decides the batch size, and the batch size decides throughput**.
+# (Models with grouped-query attention keep fewer K/V heads than query heads: Llama-3-8B's 8 KV heads
+# of 128 need 128 KiB per token, a quarter of this; Chapter 22, Section 2. The arithmetic is the same.)
 #
 # ## 2. Core concepts
 #
@@ -88,6 +102,18 @@ print(f"reserving max_len = {max_len}: {int(free_for_kv // (kv_per_token * max_l
 #   and admits new ones; **static batching** admits a new batch only when the last one is finished.
 # - **Preemption**: when a step needs a block and none is free, a request gives its blocks back, by
 #   **recompute** (drop them, prefill again later) or **swap** (copy them to host memory and back).
+# - **Prefill and decode**: a new request's prompt is fed once (prefill, many tokens in one step,
+#   compute-bound when long); then one token per step (decode, memory-bound). Engines prefill a prompt
+#   whole by default. **Chunked prefill** under a **token budget** T (Sarathi-Serve; vLLM's
+#   `max_num_batched_tokens`) caps each step at T tokens: decode tokens first, then pieces of prompts.
+# - **TTFT and TPOT**: time to first token (arrival to the first output token: queueing plus prefill)
+#   and time per output token after it (the pace of the stream). An **SLO** bounds both; **goodput** is
+#   the number of requests per second that meet both bounds (DistServe), not merely finish.
+# - **Prefix caching** (vLLM's automatic prefix caching, SGLang's RadixAttention): a block whose tokens
+#   are full is keyed by the hash of its whole prefix; a later request with the same prefix reuses the
+#   block (its reference count rises) instead of prefilling it, and freed blocks stay cached until space
+#   is needed, least recently used first. This chapter shares prefixes only among running requests
+#   (`prefix_sharing`); keeping freed ones is Exercise 2 and Lab 24.
 #
 # A fork and a copy-on-write on a pool of 6 blocks of 4 tokens:
 
@@ -108,8 +134,8 @@ assert alloc.table("parent")[0] == alloc.table("child")[0] and copied_from == al
 # ## 3. The distribution and communication pattern
 #
 # One replica, many requests: what is distributed here is the replica's memory and its decoding steps
-# among the requests. Each iteration gathers one token from every running request (or a chunk of a
-# prompt) into a single `decode_step`; the K and V of each request are gathered through its block
+# among the requests. Each iteration gathers one token from every decoding request (and the prompts
+# of the newly admitted ones, whole or in chunks) into a single `decode_step`; the K and V of each request are gathered through its block
 # table. The timelines below show which requests run in each iteration under static and continuous
 # batching on the same arrivals: under static batching a batch's short requests finish and leave their
 # place empty until the longest one ends.
@@ -159,11 +185,13 @@ print("paged decoding equals the reference for block sizes 1, 2, 3, 5, 8, 16")
 # %% [markdown]
 # The scheduler: every iteration admits waiting requests while their prompts fit, reserves one slot
 # per token it will feed (preempting the youngest request when the pool is full), runs one
-# `decode_step` over all of them, and retires the finished ones at once. Prefill is chunked: at most
-# `prefill_chunk` prompt tokens of a request per iteration (1 by default, token by token).
+# `decode_step` over all of them, and retires the finished ones at once. What each request feeds is
+# `plan_iteration`'s decision: by default all its tokens not yet cached (a new prompt whole, as every
+# engine does), or, under a `token_budget` of T tokens, the decode tokens first and then prompt chunks
+# in admission order until T is spent, so a decoding request never waits behind a long prompt.
 
 # %%
-show(llm.serve)
+show(llm.plan_iteration, llm.serve)
 
 # %% [markdown]
 # Every request of a trace must get exactly the tokens it would get alone, here with a pool so small
@@ -181,6 +209,14 @@ for preempt in ("recompute", "swap"):
         checks[(preempt, sharing)] = res
         print(f"preempt by {preempt:<9} prefix sharing {sharing!s:<5}: tokens == reference, "
               f"{res.preemptions} preemptions, {res.shared_tokens} prompt tokens shared, {res.iterations} iterations")
+no_preemption = sum(len(r.prompt) + r.max_new - 1 for r in trace)  # every token fed once
+for budget in (1, 3, 8, max(len(r.prompt) for r in trace) + 1):
+    res = llm.serve(params, trace, num_blocks=24, block_size=BLOCK_SIZE, token_budget=budget)
+    roomy = llm.serve(params, trace, num_blocks=400, block_size=BLOCK_SIZE, token_budget=budget)
+    assert res.outputs == roomy.outputs == reference and max(res.tokens) <= budget
+    assert roomy.preemptions == 0 and sum(roomy.tokens) == no_preemption
+    print(f"token budget {budget:>2}: tokens == reference, at most {max(res.tokens)} tokens per iteration, "
+          f"{res.iterations} iterations ({roomy.iterations} without preemption)")
 
 class RecordingCache(PagedCache):
     """Keeps a copy of the block tables at the iteration with the most blocks in use."""
@@ -312,22 +348,36 @@ except ValueError as err:
     print("caught:", err)
 
 # %% [markdown]
-# **A long prompt starves the others.** If a 100-token prompt is prefilled in one iteration, that
-# iteration costs as much as dozens of decode steps and every running request waits for it; chunked
-# prefill spreads it over iterations. The modelled iteration time (`llm.iteration_seconds`, Chapter
-# 22's roofline) shows the spike:
+# **A long prompt stalls the others.** A prompt prefilled whole costs its tokens' FLOPs in one
+# iteration, and every decoding request in that iteration waits for it. `llm.StepCost` turns an
+# iteration into seconds for a named model on a named GPU: the roofline of Chapter 3,
+# `perf.hardware.decode_step_seconds`, over the bytes it moves (every weight once, and the cached K and
+# V of every sequence in it) and the FLOPs it computes (2 P per token, plus attention's pairs):
 
 # %%
-long_trace = datasets.request_trace(8, 0.5, (2, 4), (20, 30), vocab=64, seed=SEED + 1)
-long_trace.append(datasets.Request(99, 6, np.arange(100) % 64, 4))
-spikes = {}
-for chunk in (None, 8):
-    res = llm.serve(params, long_trace, 128, BLOCK_SIZE, prefill_chunk=chunk)
-    assert res.outputs == llm.reference_outputs(params, long_trace)
-    spikes[chunk] = llm.iteration_seconds(res.tokens)
-    print(f"prefill_chunk={chunk!s:<4}: slowest iteration {spikes[chunk].max() * 1e3:5.1f} ms, "
-          f"mean {spikes[chunk].mean() * 1e3:4.1f} ms")
-assert spikes[None].max() > spikes[8].max()
+COST = llm.StepCost.for_model(P, layers, d_model, kv_dim=d_model, gpu=GPU)
+show(llm.StepCost.__call__, hardware.decode_step_seconds)
+ridge_tokens = GPU.ridge * COST.weight_bytes / COST.flops_per_token  # 2 P n / peak = P b / bandwidth
+print(f"7B on the {GPU.name}: an empty step {COST.idle * 1e3:.1f} ms; a step turns compute-bound above "
+      f"{ridge_tokens:.0f} tokens (the ridge, {GPU.ridge:.0f} FLOP/byte)")
+
+# %% [markdown]
+# Our decoder is tiny, but the schedule (which tokens run in which iteration) is the same for any
+# model, so the 7B clock applies to it. A decoder whose positions reach 1,024 takes prompts of hundreds
+# of tokens; one 700-token prompt arrives while eight short requests decode:
+
+# %%
+params_long = decoder_init(vocab=64, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=1024, seed=SEED)
+long_trace = datasets.request_trace(8, 0.5, (4, 16), (20, 40), vocab=64, seed=SEED + 1)
+long_trace.append(datasets.Request(99, 6, np.arange(700) % 64, 2))
+stall = {}
+for budget in (None, 128):
+    res = llm.serve(params_long, long_trace, 256, 16, token_budget=budget)
+    assert res.outputs == llm.reference_outputs(params_long, long_trace)
+    stall[budget] = COST(res.tokens, res.context, res.pairs)
+    print(f"token_budget={budget!s:<4}: slowest iteration {stall[budget].max() * 1e3:5.1f} ms, "
+          f"p99 TPOT {np.percentile(res.tpot_seconds(COST), 99) * 1e3:5.1f} ms")
+assert stall[None].max() > 3 * stall[128].max()
 
 # %% [markdown]
 # ## 7. Evaluation: memory waste, throughput and tail latency
@@ -335,8 +385,8 @@ assert spikes[None].max() > spikes[8].max()
 # One trace per arrival rate, served by continuous and static batching on the same pool. For each we
 # measure the share of reserved KV slots that hold no token (paged vs a contiguous cache reserving
 # `max_len` per request), output tokens per iteration, and throughput and p99 latency in modelled
-# seconds: a step costs `llm.iteration_seconds` of its tokens (Chapter 22's decode roofline for a 7B
-# model on one GPU), an idle tick the fixed part. "our CPU tok/s" is what this NumPy decoder measured.
+# seconds: a step costs `COST` of it (the 7B model on the A10G, weights and KV reads against FLOPs), an
+# idle tick an empty step. "our CPU tok/s" is what this NumPy decoder measured.
 
 # %%
 rows = []
@@ -347,10 +397,10 @@ for rate in RATES:
         res = llm.serve(params, tr, NUM_BLOCKS, BLOCK_SIZE, max_batch=MAX_BATCH, policy=pol, timer=time.perf_counter)
         ref_rate = ref_rate or res.outputs
         assert res.outputs == ref_rate
-        lat = res.latency_seconds()
+        lat = res.latency_seconds(cost=COST)
         paged, contiguous = res.waste()
         rows.append(dict(rate=rate, policy=pol, per_iter=np.mean(res.generated),
-                         tok_s=sum(res.generated) / res.clock_seconds()[-1], p99=np.percentile(lat, 99), paged=paged, contiguous=contiguous,
+                         tok_s=sum(res.generated) / res.clock_seconds(cost=COST)[-1], p99=np.percentile(lat, 99), paged=paged, contiguous=contiguous,
                          cpu_tok_s=sum(res.generated) / sum(res.wall)))
 print(f"{'rate':>5} {'policy':>10} {'tok/iter':>8} {'tok/s':>7} {'p99 s':>6} {'waste paged':>11} "
       f"{'contiguous':>10} {'our CPU tok/s':>13}")
@@ -383,8 +433,9 @@ assert all(r["paged"] < 0.5 * r["contiguous"] for r in rows)
 # At the highest rate continuous batching produces more tokens per second and a shorter p99 than
 # static batching on the same pool, and paging leaves a small fraction of the slots empty where
 # contiguous reservation leaves most of them empty. Cost per million output tokens follows from
-# tokens per second and the hourly price: the modelled GPU on a one-GPU instance, and our NumPy
-# decoder on this laptop (a tiny model: the comparison is of the scheduler, not of the hardware).
+# tokens per second and the hourly price: the modelled GPU on its one-GPU instance (an A10G, the row
+# `COST` reads), and our NumPy decoder on this laptop (a tiny model: the comparison is of the
+# scheduler, not of the hardware).
 
 # %%
 gpu, laptop = capstone.lookup("aws-g5.xlarge"), capstone.lookup("local-laptop")
@@ -398,11 +449,100 @@ print(f"continuous over static at rate {RATES[-1]}: {speedup:.2f}x the tokens pe
       f"{1 / speedup:.2f}x the cost per token")
 
 # %% [markdown]
+# ### Prefill scheduling: time to first token, time per output token and goodput
+#
+# Throughput is what the operator pays for; a user feels two other numbers. **TTFT** is the wait for
+# the first token: queueing plus the prefill. **TPOT** is the gap between later tokens: the pace of
+# the stream, which a long prompt prefilled in the same iteration stretches. An SLO bounds both, and
+# **goodput** counts only the requests that met both bounds, per second (Zhong et al., DistServe,
+# define it as the highest request rate served with, say, 90% of requests within the SLO; at one
+# rate, as here, it is the requests per second that meet it).
+#
+# The trace now has chat-like lengths: prompts of 32 to 768 tokens, answers of 16 to 160, arriving at
+# 0.15 requests per iteration (a few per second on the 7B clock), on a KV pool the size of the A10G's memory after
+# the weights (blocks of 16 tokens), at most 32 requests per batch. Each budget in `BUDGETS` serves the
+# same trace; None prefills every prompt whole.
+
+# %%
+SLO_TTFT, SLO_TPOT = 1.0, 0.040  # seconds: the first token within 1 s, then at least 25 tokens/s
+chat = datasets.request_trace(N_LONG, 0.15, (32, 768), (16, 160), vocab=64, seed=SEED + 3)
+pool = int(free_for_kv / kv_per_token) // 16  # the A10G's KV memory, in blocks of 16 tokens
+sched = {}
+for budget in BUDGETS:
+    res = llm.serve(params_long, chat, pool, 16, max_batch=32, token_budget=budget)
+    assert res.outputs == (sched[BUDGETS[0]].outputs if sched else res.outputs)  # the budget changes no token
+    assert budget is None or max(res.tokens) <= budget
+    sched[budget] = res
+for r in sorted(chat, key=lambda r: len(r.prompt) + r.max_new)[:2]:  # each request's greedy tokens alone
+    assert sched[None].outputs[r.id] == generate(params_long, [r.prompt], r.max_new)[0]
+
+steps = COST(sched[None].tokens, sched[None].context, sched[None].pairs)
+kv_share = np.mean(np.array(sched[None].context) * COST.kv_bytes_per_token) / COST.weight_bytes
+print(f"whole-prompt prefill: {np.mean([len(t) for t in sched[None].timeline]):.1f} requests per iteration; "
+      f"the KV cache adds {kv_share:.0%} to the bytes of a mean step; steps from {steps.min() * 1e3:.0f} "
+      f"to {steps.max() * 1e3:.0f} ms")
+print(f"SLO: TTFT <= {SLO_TTFT:g} s and TPOT <= {SLO_TPOT * 1e3:g} ms")
+print(f"{'budget':>7} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} {'TPOT p99':>9} {'max step':>9} "
+      f"{'in SLO':>7} {'goodput':>8}")
+table = {}
+for budget, res in sched.items():
+    ttft, tpot = res.ttft_seconds(COST), res.tpot_seconds(COST)
+    table[budget] = dict(ttft50=np.median(ttft), ttft99=np.percentile(ttft, 99), tpot50=np.median(tpot),
+                         tpot99=np.percentile(tpot, 99), step=COST(res.tokens, res.context, res.pairs).max(),
+                         met=res.slo_met(COST, SLO_TTFT, SLO_TPOT).mean(), good=res.goodput(COST, SLO_TTFT, SLO_TPOT))
+    r = table[budget]
+    print(f"{budget or 'whole':>7} {r['ttft50']:>8.3f}s {r['ttft99']:>8.3f}s {r['tpot50'] * 1e3:>7.1f}ms "
+          f"{r['tpot99'] * 1e3:>7.1f}ms {r['step'] * 1e3:>7.0f}ms {r['met']:>7.0%} {r['good']:>6.2f}/s")
+
+labels = [str(b or "whole") for b in BUDGETS]
+fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
+axes[0].plot(labels, [table[b]["ttft50"] for b in BUDGETS], "o-", label="p50")
+axes[0].plot(labels, [table[b]["ttft99"] for b in BUDGETS], "s--", label="p99")
+axes[0].axhline(SLO_TTFT, c="gray", lw=1, ls=":", label="SLO")
+axes[0].set(xlabel="token budget per iteration", ylabel="seconds", title="time to first token")
+axes[1].plot(labels, [table[b]["tpot50"] * 1e3 for b in BUDGETS], "o-", label="p50")
+axes[1].plot(labels, [table[b]["tpot99"] * 1e3 for b in BUDGETS], "s--", label="p99")
+axes[1].axhline(SLO_TPOT * 1e3, c="gray", lw=1, ls=":", label="SLO")
+axes[1].set(xlabel="token budget per iteration", ylabel="ms", title="time per output token")
+axes[2].bar(labels, [table[b]["good"] for b in BUDGETS], color="tab:green")
+axes[2].set(xlabel="token budget per iteration", ylabel="requests/s within the SLO", title="goodput")
+axes[0].legend()
+axes[1].legend()
+plt.tight_layout()
+plt.show()
+smallest = min(b for b in BUDGETS if b is not None)
+assert table[smallest]["step"] < table[None]["step"] and table[smallest]["tpot99"] < table[None]["tpot99"]
+
+# %% [markdown]
+# Read the table from the bottom of the roofline up. **Whole-prompt prefill** gives a prompt its first
+# token in the iteration that admits it, so its TTFT is the shortest; but that iteration is
+# compute-bound and lasts several empty steps (the `max step` column), and every request decoding in
+# it waits: the worst TPOT. A **budget near the ridge** (`ridge_tokens`, about 117 tokens for a 7B
+# model on the A10G) keeps every iteration close to the cost of an empty step: the decode step is
+# memory-bound and has room for that many tokens of compute, so the prompt chunks ride in it almost
+# for free (Sarathi-Serve's piggybacking), TPOT falls to little more than an empty step, and the run
+# even ends sooner. A prompt now takes several iterations, so TTFT rises a little. **Below the
+# ridge** the budget wastes the GPU: every iteration reads all 14 GB of weights for a few tokens,
+# prompts take many iterations, and once the server's capacity falls below the arrival rate the
+# queue grows without bound: TTFT leaves its SLO and goodput collapses (the full-size run's smallest
+# budget). The budget is a roofline decision, which is why it belongs to the hardware table and not
+# to the trace.
+
+# %%
+best = max(BUDGETS, key=lambda b: table[b]["good"])
+print(f"goodput peaks at budget {best or 'whole'} ({table[best]['good']:.2f} requests/s within the SLO, "
+      f"{table[best]['met']:.0%} of them) against {table[None]['good']:.2f}/s for whole-prompt prefill; "
+      f"the ridge of the 7B model on the {GPU.name} is {ridge_tokens:.0f} tokens")
+assert best is not None and table[best]["good"] > table[None]["good"]
+
+# %% [markdown]
 # ## 8. Exercises
 #
-# 1. **Token budget.** Replace `prefill_chunk` by a budget of T tokens per iteration shared by all
-#    requests, decode tokens first (Sarathi-Serve's stall-free batching). Plot p99 time per output
-#    token against T with a few long prompts in the trace.
+# 1. **Prefill first.** `plan_iteration` serves decode tokens first. Write the opposite order under
+#    the same budget T: prompt chunks first (oldest request first), decode tokens with what is left,
+#    as schedulers that favour new requests do. Serve the chat trace of Section 7 both ways for a few
+#    T and compare TTFT p50 and TPOT p99: which SLO does each order favour, and why does the difference
+#    vanish when T is large?
 # 2. **Keep freed prefixes.** Freed blocks are forgotten by `share_prefix`. Keep them on an LRU list
 #    and reuse them when a later request has the same prefix; measure the prefill tokens saved on a
 #    trace with a system prompt and low arrival rate.
@@ -422,7 +562,8 @@ print(f"continuous over static at rate {RATES[-1]}: {speedup:.2f}x the tokens pe
 # - **Memory management for the KV cache.** Paging removed most of the waste; what to evict, how to
 #   share across requests and how to compress the cache are open.
 #   - Kwon et al., "Efficient Memory Management for Large Language Model Serving with PagedAttention",
-#     SOSP, 2023. Block tables, copy-on-write and the vLLM engine.
+#     SOSP, 2023 (arXiv:2309.06180). Block tables, copy-on-write and the vLLM engine; the allocator of
+#     Section 4 follows it.
 #   - Zheng et al., "SGLang: Efficient Execution of Structured Language Model Programs", NeurIPS, 2024.
 #     RadixAttention: a radix tree of cached prefixes shared across requests with LRU eviction.
 # - **Scheduling the iteration.** Which requests to run each step, and how to mix prefill and decode,
@@ -430,11 +571,14 @@ print(f"continuous over static at rate {RATES[-1]}: {speedup:.2f}x the tokens pe
 #   - Yu et al., "Orca: A Distributed Serving System for Transformer-Based Generative Models", OSDI,
 #     2022. Iteration-level scheduling and selective batching.
 #   - Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve", OSDI,
-#     2024. Chunked prefill and stall-free batches under a token budget.
+#     2024 (arXiv:2403.02310). Chunked prefill and stall-free batches under a token budget, the budget
+#     chosen from the GPU's compute: `plan_iteration` and the budget sweep of Section 7. Open: choosing
+#     the budget per iteration from the SLOs and the queue rather than once.
 # - **Disaggregated serving.** Prefill is compute-bound and decode memory-bound; running them on
 #   different GPUs and moving the KV cache between them removes their interference.
 #   - Zhong et al., "DistServe: Disaggregating Prefill and Decoding for Goodput-optimized Large
-#     Language Model Serving", OSDI, 2024.
+#     Language Model Serving", OSDI, 2024. Goodput under TTFT and TPOT SLOs, the metric of Section 7;
+#     separate prefill and decode GPUs, each sized to its own SLO, with the KV cache sent between them.
 # - **Fair and predictable service.** With preemption and variable lengths, guaranteeing each tenant
 #   its share of tokens and a latency SLO is still an open scheduling problem.
 #

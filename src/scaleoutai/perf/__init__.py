@@ -6,6 +6,7 @@
     roofline, ridge_point, plot_roofline
     measure -> Timing                                                      warm-up, repeats, median, CI
     scaling_table, plot_scaling, run_cost                                  scaling sweeps and their cost
+    hardware (a submodule): Accelerator rows (A10G, L4, A100, H100, H200), decode_step_seconds   the one GPU table
     numerics (a submodule): naive_sum, pairwise_sum, kahan_sum, tree_sum    floating-point sums vs math.fsum (App. A)
 
 NumPy only at import; matplotlib loads inside the plotting functions.

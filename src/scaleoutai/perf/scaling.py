@@ -20,11 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from .hardware import H100_SXM
+
 __all__ = ["CHINCHILLA", "H100_BF16_PEAK", "RECOMPUTE", "chinchilla_loss", "compute_optimal",
            "compute_optimal_closed_form", "training_flops", "model_flops_per_token", "hardware_flops_per_token",
            "megatron_flops_per_iteration", "mfu", "hfu"]
 
-H100_BF16_PEAK = 989e12  # FLOP/s, dense bf16, H100 SXM
+H100_BF16_PEAK = H100_SXM.bf16_flops  # FLOP/s, dense bf16, H100 SXM (the one table: perf.hardware)
 RECOMPUTE = ("none", "selective", "full")
 CHINCHILLA = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
 

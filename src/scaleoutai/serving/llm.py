@@ -5,24 +5,31 @@ time over every running sequence; between two steps it retires finished requests
 ones while the block pool can hold their prompts. Static batching, the baseline, admits a new batch
 only when the whole previous batch has finished.
 
-Prefill is chunked: a sequence feeds at most ``prefill_chunk`` of its not yet cached tokens per
-iteration (1 = token by token, None = the whole prompt in one iteration), in the same ``decode_step``
-as the other sequences' decode tokens. When a step needs a block and none is free, the most recently
-admitted running request is **preempted**: by recompute (its blocks are freed; later it re-prefills
-prompt + the tokens it already generated) or by swap (its blocks are copied to host memory and back).
+What one iteration feeds (``plan_iteration``): by default every running request feeds all its tokens not
+yet cached, so a new prompt is prefilled whole in one iteration, as engines do. With a **token budget**
+T (Sarathi-Serve, Agrawal et al. OSDI 2024; vLLM's chunked prefill) an iteration feeds at most T tokens:
+the decode tokens first (one per decoding request: they never stall behind a prefill), then chunks of
+the prompts in admission order until T is spent. ``prefill_chunk`` further caps one request's chunk.
+When a step needs a block and none is free, the most recently admitted running request is
+**preempted**: by recompute (its blocks are freed; later it re-prefills prompt + the tokens it already
+generated) or by swap (its blocks are copied to host memory and back).
 
 Invariant (tested): every request's tokens equal ``reference_generate`` of its prompt, greedy, under
-preemption of either kind, prefix sharing, chunking, static or continuous batching and any arrivals.
-Time is counted in iterations; ``iteration_seconds`` turns a step's token count into seconds with
-the decode roofline of Chapter 22 (a fixed weight-read cost plus a per-token cost).
+preemption of either kind, prefix sharing, any budget or chunk, static or continuous batching and any
+arrivals. Time is counted in iterations; ``StepCost`` turns an iteration into seconds with the roofline
+of a named model on a named GPU (``perf.hardware``: weights AND the KV cache read, or the FLOPs,
+whichever takes longer), from which TTFT, TPOT and goodput under an SLO follow (DistServe, Zhong et al.
+OSDI 2024). ``iteration_seconds`` is the older linear model t_fixed + n t_token (kept for Chapter 40).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..datasets import Request
+from ..perf.hardware import Accelerator, accelerator, decode_step_seconds
 from .decoder import Params, decode_step
 from .paged_cache import OutOfBlocks, PagedCache
 
@@ -41,6 +48,8 @@ class ServeResult:
     shared_tokens: int = 0  # prompt tokens whose K/V came from another request's blocks
     wall: list[float] = field(default_factory=list)  # measured seconds of each decode_step
     at: list[int] = field(default_factory=list)  # the clock (in iterations) of each step; idle ticks are skipped
+    context: list[int] = field(default_factory=list)  # per step: cached tokens the step's sequences read (KV reads)
+    pairs: list[int] = field(default_factory=list)  # per step: (query, key) pairs attention computes
 
     @property
     def iterations(self) -> int:
@@ -58,16 +67,47 @@ class ServeResult:
     def latency(self) -> np.ndarray:
         return np.array([self.finish[i] - self.arrival[i] + 1 for i in sorted(self.outputs)])
 
-    def clock_seconds(self, t_fixed: float = 0.02, t_token: float = 2e-4) -> np.ndarray:
-        """Modelled seconds at the start of every tick 0..T: a step costs ``iteration_seconds`` of its
-        tokens, an idle tick t_fixed (arrivals are counted in ticks)."""
-        cost = np.full(max(self.at, default=-1) + 1, t_fixed)
-        cost[self.at] = iteration_seconds(self.tokens, t_fixed, t_token)
-        return np.concatenate([[0.0], np.cumsum(cost)])
+    def clock_seconds(self, t_fixed: float = 0.02, t_token: float = 2e-4, cost: StepCost | None = None) -> np.ndarray:
+        """Modelled seconds at the start of every tick 0..T: a step costs ``cost`` of it (or, without a
+        cost, ``iteration_seconds`` of its tokens), an idle tick an empty step (arrivals are counted in ticks)."""
+        if cost is None:
+            busy, idle = iteration_seconds(self.tokens, t_fixed, t_token), t_fixed
+        else:
+            busy, idle = cost(self.tokens, self.context, self.pairs), cost.idle
+        ticks = np.full(max(self.at, default=-1) + 1, idle)
+        ticks[self.at] = busy
+        return np.concatenate([[0.0], np.cumsum(ticks)])
 
-    def latency_seconds(self, t_fixed: float = 0.02, t_token: float = 2e-4) -> np.ndarray:
-        clock = self.clock_seconds(t_fixed, t_token)
+    def latency_seconds(self, t_fixed: float = 0.02, t_token: float = 2e-4, cost: StepCost | None = None) -> np.ndarray:
+        clock = self.clock_seconds(t_fixed, t_token, cost)
         return np.array([clock[self.finish[i] + 1] - clock[self.arrival[i]] for i in sorted(self.outputs)])
+
+    def ttft_seconds(self, cost: StepCost) -> np.ndarray:
+        """Time to first token per request (sorted ids): arrival to the end of the step that emits it."""
+        clock = self.clock_seconds(cost=cost)
+        return np.array([clock[self.first_token[i] + 1] - clock[self.arrival[i]] for i in sorted(self.outputs)])
+
+    def tpot_seconds(self, cost: StepCost) -> np.ndarray:
+        """Time per output token after the first, per request with at least two (sorted ids):
+        (finish - first token) / (n - 1), the mean gap a streaming reader sees."""
+        clock = self.clock_seconds(cost=cost)
+        return np.array([(clock[self.finish[i] + 1] - clock[self.first_token[i] + 1]) / (len(self.outputs[i]) - 1)
+                         for i in sorted(self.outputs) if len(self.outputs[i]) > 1])
+
+    def slo_met(self, cost: StepCost, ttft_slo: float, tpot_slo: float) -> np.ndarray:
+        """Per request (sorted ids): TTFT <= ttft_slo and TPOT <= tpot_slo (a one-token answer has no TPOT)."""
+        clock = self.clock_seconds(cost=cost)
+        met = []
+        for i in sorted(self.outputs):
+            first, n = clock[self.first_token[i] + 1], len(self.outputs[i])
+            tpot = (clock[self.finish[i] + 1] - first) / (n - 1) if n > 1 else 0.0
+            met.append(first - clock[self.arrival[i]] <= ttft_slo and tpot <= tpot_slo)
+        return np.array(met, dtype=bool)
+
+    def goodput(self, cost: StepCost, ttft_slo: float, tpot_slo: float) -> float:
+        """Requests per second that met both SLOs (DistServe's goodput, at this trace's rate): the
+        number of requests with TTFT <= ttft_slo and TPOT <= tpot_slo over the seconds the run took."""
+        return float(self.slo_met(cost, ttft_slo, tpot_slo).sum() / self.clock_seconds(cost=cost)[-1])
 
     def waste(self) -> tuple[float, float]:
         """Mean share of reserved KV slots holding no token: (paged, contiguous to max_len)."""
@@ -78,27 +118,94 @@ class ServeResult:
 
 
 def iteration_seconds(tokens: np.ndarray | list[int], t_fixed: float = 0.02, t_token: float = 2e-4) -> np.ndarray:
-    """Modelled time of an iteration that feeds n tokens: t_fixed (reading the weights once, memory
-    bound) + n * t_token (the per-token compute and KV reads). Defaults: a 7B model in fp16 on one 24 GB
-    GPU (14 GB of weights at ~700 GB/s; 14 GFLOP per token at ~70 TFLOP/s)."""
+    """The linear iteration model: t_fixed (reading the weights once) + n * t_token, for n tokens fed.
+    Round numbers for a 7B model in fp16 on an A10G (``perf.hardware``: 14 GB / 600 GB/s = 23 ms;
+    14 GFLOP per token / 70 TFLOP/s = 0.2 ms). It ignores the KV cache reads and the roofline's max;
+    ``StepCost`` has both (Chapter 24, Section 7). Chapter 40 uses this one."""
     return t_fixed + t_token * np.asarray(tokens, dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class StepCost:
+    """Modelled seconds of one engine iteration of a named model on a named GPU (Chapter 24, Section 7):
+
+        t = max((weight_bytes + kv_bytes_per_token * context) / bandwidth,
+                (flops_per_token * tokens + attn_flops_per_pair * pairs) / peak)
+
+    (``perf.hardware.decode_step_seconds``, Chapter 3's roofline): the step reads every weight once and
+    the cached K and V of every sequence in it; it computes 2 P FLOPs per token fed plus attention's
+    QK^T and AV for each (query, cached key) pair. ``for_model`` fills the fields from the shape."""
+
+    weight_bytes: float
+    kv_bytes_per_token: float
+    flops_per_token: float
+    gpu: Accelerator
+    attn_flops_per_pair: float = 0.0
+
+    @classmethod
+    def for_model(cls, P: float, layers: int, d_model: int, kv_dim: int, gpu: str | Accelerator,
+                  bytes_per_value: int = 2) -> StepCost:
+        """A decoder of P parameters, ``layers`` layers of width d_model whose K (and V) hold kv_dim numbers
+        per token per layer (d_model for multi-head attention, n_kv_heads * d_head with GQA), stored in
+        ``bytes_per_value`` (2: fp16/bf16): weights P b bytes, KV 2 layers kv_dim b bytes per token,
+        2 P FLOPs per token, 4 layers d_model FLOPs per attention pair."""
+        return cls(P * bytes_per_value, 2 * layers * kv_dim * bytes_per_value, 2 * P, accelerator(gpu),
+                   4 * layers * d_model)
+
+    @property
+    def idle(self) -> float:
+        """An empty step: the weights read once (the idle tick of the arrival clock)."""
+        return decode_step_seconds(self.weight_bytes, 0.0, 0.0, self.gpu)
+
+    def __call__(self, tokens, context, pairs=None) -> np.ndarray:
+        """Seconds of each iteration from its tokens fed, cached tokens read and attention pairs."""
+        tokens, context = np.asarray(tokens, dtype=np.float64), np.asarray(context, dtype=np.float64)
+        pairs = np.zeros_like(tokens) if pairs is None else np.asarray(pairs, dtype=np.float64)
+        return np.array([decode_step_seconds(self.weight_bytes, self.kv_bytes_per_token * c,
+                                             self.flops_per_token * n + self.attn_flops_per_pair * a, self.gpu)
+                         for n, c, a in zip(tokens, context, pairs)])
+
+
+def plan_iteration(todo: list[tuple[int, int]], token_budget: int | None = None,
+                   prefill_chunk: int | None = None) -> dict[int, int]:
+    """Tokens each running request feeds this iteration: Sarathi-Serve's stall-free batch.
+
+    ``todo``: (request, tokens not yet cached) in admission order; one token left means the request is
+    decoding. Decode tokens go first, then prompt chunks in admission order, each at most
+    ``prefill_chunk``, until ``token_budget`` tokens are planned (None: no budget, every prompt whole).
+    Invariant: sum of the plan <= token_budget, and no decode token waits while a prompt token runs."""
+    left = math.inf if token_budget is None else token_budget
+    cap = math.inf if prefill_chunk is None else prefill_chunk
+    plan: dict[int, int] = {}
+    for rid, n in todo:  # decode tokens first: they never stall behind a prefill
+        if n == 1 and left >= 1:
+            plan[rid], left = 1, left - 1
+    for rid, n in todo:  # then prompt chunks, oldest request first
+        if n > 1 and left >= 1:
+            plan[rid] = int(min(n, left, cap))
+            left -= plan[rid]
+    return plan
+
+
 def serve(params: Params, requests: list[Request], num_blocks: int, block_size: int, max_batch: int = 8,
-          policy: str = "continuous", preempt: str = "recompute", prefill_chunk: int | None = 1,
-          prefix_sharing: bool = False, contiguous_len: int | None = None, cache: PagedCache | None = None,
+          policy: str = "continuous", preempt: str = "recompute", prefill_chunk: int | None = None,
+          token_budget: int | None = None, prefix_sharing: bool = False, contiguous_len: int | None = None, cache: PagedCache | None = None,
           timer=None) -> ServeResult:
     """Run the requests through one server with a paged KV cache; greedy tokens per request.
 
     policy: "continuous" (admit between iterations) or "static" (admit a batch when the last is done).
-    preempt: "recompute" or "swap". contiguous_len: the per-request reservation a contiguous cache would
-    make (default the model's max_len), for the waste comparison.
+    preempt: "recompute" or "swap". token_budget: at most this many tokens per iteration, decode tokens
+    first (``plan_iteration``); None: whole-prompt prefill. prefill_chunk: at most this many prompt tokens
+    of one request per iteration (None: no cap). contiguous_len: the per-request reservation a contiguous
+    cache would make (default the model's max_len), for the waste comparison.
     """
     if policy not in ("continuous", "static") or preempt not in ("recompute", "swap"):
         raise ValueError(f"policy must be 'continuous' or 'static' and preempt 'recompute' or 'swap', "
                          f"got {policy!r} and {preempt!r}")
     if prefill_chunk is not None and prefill_chunk < 1:
         raise ValueError(f"prefill_chunk must be None (whole prompt) or >= 1, got {prefill_chunk}")
+    if token_budget is not None and token_budget < 1:
+        raise ValueError(f"token_budget must be None (no budget) or >= 1 token per iteration, got {token_budget}")
     cache = cache or PagedCache(params, num_blocks, block_size)
     alloc, cap = cache.alloc, cache.alloc.num_blocks * cache.block_size
     contiguous_len = contiguous_len or params["config"]["max_len"]
@@ -129,23 +236,27 @@ def serve(params: Params, requests: list[Request], num_blocks: int, block_size: 
             t = pending[0].arrival if pending else t  # idle until the next arrival
             continue
         step: list[tuple[int, int]] = []  # (request, position) in decode_step order
-        for rid in list(running):
-            if rid not in running:  # preempted while making room for an earlier request
-                continue
-            n = len(ctx[rid]) - fed[rid]
-            n = n if prefill_chunk is None else min(n, prefill_chunk)
-            while rid in running:
-                try:
-                    cache.reserve(rid, n)
-                    step += [(rid, p) for p in range(fed[rid], fed[rid] + n)]
-                    fed[rid] += n
-                    break
-                except OutOfBlocks:
-                    # the youngest request goes; it comes after rid in admission order (or is rid),
-                    # so it has nothing in this step yet
-                    victim = running.pop()
-                    _preempt(victim, cache, preempt, fed, swapped, res)
-                    waiting.insert(0, victim)
+        while running and not step:  # an empty pass preempted every planned request: plan again without them
+            todo = [(rid, len(ctx[rid]) - fed[rid]) for rid in running]
+            plan = plan_iteration(todo, token_budget, prefill_chunk)
+            for rid in list(running):
+                if rid not in running or rid not in plan:  # preempted, or nothing to feed this iteration
+                    continue
+                n = plan[rid]
+                while rid in running:
+                    try:
+                        cache.reserve(rid, n)
+                        step += [(rid, p) for p in range(fed[rid], fed[rid] + n)]
+                        fed[rid] += n
+                        break
+                    except OutOfBlocks:
+                        # the youngest request goes; it comes after rid in admission order (or is rid),
+                        # so it has nothing in this step yet
+                        victim = running.pop()
+                        _preempt(victim, cache, preempt, fed, swapped, res)
+                        waiting.insert(0, victim)
+        if not step:
+            continue
         toks = np.array([ctx[q][p] for q, p in step])
         pos = np.array([p for _, p in step])
         clock = timer() if timer else 0.0
@@ -154,6 +265,8 @@ def serve(params: Params, requests: list[Request], num_blocks: int, block_size: 
         res.timeline.append(sorted({q for q, _ in step}))
         res.tokens.append(len(step))
         res.at.append(t)
+        res.context.append(sum(fed[q] for q in res.timeline[-1]))
+        res.pairs.append(int(pos.sum() + len(pos)))
         done: list[int] = []
         made = 0
         for i, (q, p) in enumerate(step):
