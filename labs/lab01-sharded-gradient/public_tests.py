@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from scaleoutai import cluster
+from scaleoutai.grading.public import check
 
 
 def _one_machine(X, y, w):
@@ -28,7 +29,13 @@ def _check(loss, grad, ref, what, dtype, rtol):
     np.testing.assert_allclose(grad, ref[1], rtol=rtol, atol=rtol * np.abs(ref[1]).max(), err_msg=f"{what}: gradient")
 
 
-def run_public_tests(local_gradient, sharded_gradient):
+NOTE = ("public tests passed; the grader also tries K > N (empty shards), K up to 8, very uneven splits, "
+        "confidently classified data, float32 scores past overflow and 2 real processes")
+
+
+@check
+def local_gradient_exact_and_stable(local_gradient):
+    """local_gradient, an empty shard, and scores past exp's overflow"""
     rng = np.random.default_rng(7)
     X = rng.standard_normal((12, 3))
     y = (rng.random(12) < 0.5).astype(np.float64)
@@ -40,14 +47,31 @@ def run_public_tests(local_gradient, sharded_gradient):
     big = 800 * w  # scores far past exp's overflow in float64
     _check(*local_gradient(X, y, big), _one_machine(X, y, big), "local_gradient with |z| in the thousands",
            np.float64, 1e-10)
-    print("ok: local_gradient, an empty shard, and scores past exp's overflow")
+
+
+@check
+def sharded_gradient_K_1_2_3(sharded_gradient):
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((12, 3))
+    y = (rng.random(12) < 0.5).astype(np.float64)
+    w = rng.standard_normal(3)
+    ref = _one_machine(X, y, w)
     for K in (1, 2, 3):
         rows = np.array_split(np.arange(12), K)
         res = cluster.run(lambda comm: sharded_gradient(comm, X[rows[comm.rank]], y[rows[comm.rank]], w), K,
                           backend="sim", timeout=30)
         for r in range(K):
             _check(*res.values[r], ref, f"sharded_gradient, K={K}, rank {r}", np.float64, 1e-10)
-        print(f"ok: sharded_gradient with K={K}")
+
+
+@check
+def sharded_gradient_float32_uneven(sharded_gradient):
+    """sharded_gradient in float32 with uneven shards"""
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((12, 3))
+    y = (rng.random(12) < 0.5).astype(np.float64)
+    w = rng.standard_normal(3)
+    ref = _one_machine(X, y, w)
     X32, y32, w32 = X.astype(np.float32), y.astype(np.float32), w.astype(np.float32)
     rows = [np.arange(0, 9), np.arange(9, 12)]  # uneven shards
     res = cluster.run(lambda comm: sharded_gradient(comm, X32[rows[comm.rank]], y32[rows[comm.rank]], w32), 2,
@@ -55,6 +79,3 @@ def run_public_tests(local_gradient, sharded_gradient):
     for r in range(2):
         _check(*res.values[r], _one_machine(X32, y32, w32), f"sharded_gradient, float32, shards of 9 and 3, rank {r}",
                np.float32, 1e-4)
-    print("ok: sharded_gradient in float32 with uneven shards")
-    print("public tests passed; the grader also tries K > N (empty shards), K up to 8, very uneven splits, "
-          "confidently classified data, float32 scores past overflow and 2 real processes")

@@ -199,6 +199,7 @@ def grader_qwz_adam(comm, params_flat, grads, lr, qblock):
 
 
 # %% tags=["public-tests"]
-from public_tests import run_public_tests
+import public_tests
+from scaleoutai.grading.public import run_checks
 
-run_public_tests(quantize_blocks, dequantize_blocks, zero_init, qwz_adam_step)
+run_checks(public_tests, globals())  # every check; run_checks(public_tests, globals(), "name") runs one

@@ -3,6 +3,7 @@ import numpy as np
 
 from scaleoutai import cluster
 from scaleoutai.nn import mlp_forward, mlp_init
+from scaleoutai.grading.public import check
 
 
 def _dense(x, Wg, experts):
@@ -43,10 +44,15 @@ def _check(moe_dropless_ep, Ts, owner, d=4, hidden=5):
             f"{label}: rank {r} must return y of shape ({len(rows)}, {d})")
         np.testing.assert_allclose(got, y[rows], rtol=1e-9, atol=1e-9, err_msg=f"{label}, rank {r}'s y")
         assert np.isclose(float(got_aux), aux, rtol=1e-9), f"{label}: rank {r}'s L_aux is {got_aux}, expected {aux}"
-    print(f"ok: {label}")
 
 
-def run_public_tests(route_top2, moe_dropless_ep):
+NOTE = ("public tests passed; the grader also tries K = 4 and 5, fewer experts than ranks, float32, ties, the"
+        " exact bytes each rank sends each other rank, and real processes")
+
+
+@check
+def route_top2_gates_and_ties(route_top2):
+    """route_top2 (shapes, renormalised gates, ties to the smaller id, no tokens)"""
     top2, gates, _ = route_top2(np.ones((1, 1)), np.log([[0.2, 0.5, 0.2, 0.1]]))  # 0 and 2 tie for second
     assert top2.shape == (1, 2) and gates.shape == (1, 2), "route_top2 returns (T, 2) experts and gates"
     assert top2.tolist() == [[1, 0]], f"top-2 of P = [0.2, 0.5, 0.2, 0.1] is [1, 0] (ties: smaller id), got {top2}"
@@ -55,9 +61,10 @@ def run_public_tests(route_top2, moe_dropless_ep):
     assert top2.tolist() == [[0, 1]], "ties go to the smaller expert id"
     assert np.allclose(gates, 0.5) and np.allclose(P, 0.25)
     assert route_top2(np.zeros((0, 3)), np.zeros((3, 4)))[0].shape == (0, 2), "no tokens: (0, 2) experts"
-    print("ok: route_top2 (shapes, renormalised gates, ties to the smaller id, no tokens)")
+
+
+@check
+def dropless_moe_layer(moe_dropless_ep):
     _check(moe_dropless_ep, [6], [0, 0, 0])
     _check(moe_dropless_ep, [5, 4], [1, 0, 1, 1])
     _check(moe_dropless_ep, [4, 0, 3], [2, 2, 0, 2])
-    print("public tests passed; the grader also tries K = 4 and 5, fewer experts than ranks, float32, ties, "
-          "the exact bytes each rank sends each other rank, and real processes")

@@ -127,21 +127,25 @@ class PrefixCache:
         ### END SOLUTION
 
     def num_free(self):
+        """How many blocks are free: count 0 and not registered under any prefix."""
         ### BEGIN SOLUTION
         return len(self.unused)
         ### END SOLUTION
 
     def num_cached(self):
+        """How many blocks are cached: count 0, registered, kept until evicted."""
         ### BEGIN SOLUTION
         return len(self.evictable)
         ### END SOLUTION
 
     def refcount(self, block):
+        """The number of block tables that hold ``block`` now."""
         ### BEGIN SOLUTION
         return self.counts[block]
         ### END SOLUTION
 
     def table(self, seq):
+        """``seq``'s block table: a new list of block ids in logical order."""
         ### BEGIN SOLUTION
         return list(self.tables[seq])
         ### END SOLUTION
@@ -189,6 +193,7 @@ class PrefixCache:
         ### END SOLUTION
 
     def fork(self, parent, child):
+        """``child`` shares every block and token of ``parent``; no block is taken."""
         ### BEGIN SOLUTION
         for blk in self.tables[parent]:
             self.counts[blk] += 1
@@ -197,6 +202,7 @@ class PrefixCache:
         ### END SOLUTION
 
     def free(self, seq):
+        """Release ``seq``'s blocks, last block first; a block at count 0 becomes cached if registered."""
         ### BEGIN SOLUTION
         for blk in reversed(self.tables.pop(seq)):
             self._release(blk)
@@ -249,6 +255,7 @@ except NotImplementedError as err:
     print("not finished yet:", err)
 
 # %% tags=["public-tests"]
-from public_tests import run_public_tests
+import public_tests
+from scaleoutai.grading.public import run_checks
 
-run_public_tests(PrefixCache, OutOfBlocks)
+run_checks(public_tests, globals())  # every check; run_checks(public_tests, globals(), "name") runs one

@@ -98,6 +98,7 @@ class EasyBackfill2:
         ### END SOLUTION
 
     def submit(self, job, t, cpus, gpus, limit):
+        """Job ``job`` arrives at ``t`` asking for ``cpus`` CPUs and ``gpus`` GPUs for at most ``limit``."""
         ### BEGIN SOLUTION
         self.ask[job] = (int(cpus), int(gpus), limit)
         pos = len(self.waiting)
@@ -107,6 +108,7 @@ class EasyBackfill2:
         ### END SOLUTION
 
     def finish(self, job, t):
+        """Running job ``job`` ended at ``t`` (by itself or killed at its limit): its CPUs and GPUs are free."""
         ### BEGIN SOLUTION
         c, g, _ = self.ask[job]
         self.deadline.pop(job)
@@ -137,6 +139,7 @@ class EasyBackfill2:
         ### END SOLUTION
 
     def decide(self, t):
+        """The jobs to start at ``t``: queue heads that fit, then backfilled jobs in queue order (see above)."""
         ### BEGIN SOLUTION
         go = []
 
@@ -294,6 +297,7 @@ except (NotImplementedError, cluster.RankError) as err:
     print("not there yet:", getattr(err, "summary", err))
 
 # %% tags=["public-tests"]
-from public_tests import run_public_tests
+import public_tests
+from scaleoutai.grading.public import run_checks
 
-run_public_tests(EasyBackfill2, replay, easy_cluster)
+run_checks(public_tests, globals())  # every check; run_checks(public_tests, globals(), "name") runs one

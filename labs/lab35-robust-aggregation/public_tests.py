@@ -2,6 +2,7 @@
 import numpy as np
 
 from scaleoutai import cluster
+from scaleoutai.grading.public import check
 
 
 def _expect_value_error(fn, what):
@@ -21,7 +22,13 @@ def _weiszfeld_two_steps(V, c, nu):
     return z
 
 
-def run_public_tests(geometric_median, robust_aggregate):
+NOTE = ("public tests passed; the grader also tries K up to 9, float32, empty shards, four attacks, its own "
+        "round counts and 3 processes")
+
+
+@check
+def weiszfeld_steps(geometric_median):
+    """geometric_median on a hand-made example"""
     # three points of an equilateral-ish triangle and one far outlier
     V = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 1.5], [40.0, -30.0]])
     ones = np.ones(4)
@@ -36,13 +43,21 @@ def run_public_tests(geometric_median, robust_aggregate):
     zero_last = geometric_median(V, [1, 1, 1, 0], 1, 1e-6, 1e-12, 500)
     three = geometric_median(V[:3], [1, 1, 1], 1, 1e-6, 1e-12, 500)
     np.testing.assert_allclose(zero_last, three, atol=1e-6, err_msg="a count of 0 weighs nothing")
-    print("ok: geometric_median on a hand-made example")
 
+
+@check
+def limits_raise(geometric_median):
+    """the limits"""
+    # three points of an equilateral-ish triangle and one far outlier
+    V = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 1.5], [40.0, -30.0]])
+    ones = np.ones(4)
     _expect_value_error(lambda: geometric_median(V, ones, 2, 1e-6, 1e-9, 10), "f = 2 of K = 4 (needs 2f < K)")
     _expect_value_error(lambda: geometric_median(V, ones, 1, 0.0, 1e-9, 10), "nu = 0")
     _expect_value_error(lambda: geometric_median(V, np.zeros(4), 1, 1e-6, 1e-9, 10), "counts summing to 0")
-    print("ok: the limits")
 
+
+@check
+def robust_aggregate_protocol(geometric_median, robust_aggregate):
     rng = np.random.default_rng(5)
     for K, f in ((1, 0), (3, 1), (5, 2)):
         grads = rng.standard_normal((K, 3))
@@ -57,6 +72,3 @@ def run_public_tests(geometric_median, robust_aggregate):
             rounds = res.stats[1].messages_sent - 1
             assert all(s.messages_sent == rounds + 1 for s in res.stats[1:]), "every worker answers every round"
             assert res.stats[0].messages_sent == (K - 1) * (rounds + 1), "rank 0 sends z, and the aggregate, to all"
-        print(f"ok: robust_aggregate, K={K}, {f} attacker(s)")
-    print("public tests passed; the grader also tries K up to 9, float32, empty shards, four attacks, "
-          "its own round counts and 3 processes")

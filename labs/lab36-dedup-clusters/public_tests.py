@@ -2,6 +2,7 @@
 import numpy as np
 
 from scaleoutai import cluster
+from scaleoutai.grading.public import check
 
 
 def _chain(rng, length, size=30, step=6):
@@ -29,7 +30,12 @@ def _run(dedup_clusters, sets, sigs, gid, holder, K, bands, threshold=0.5):
     return {int(g): int(v) for p, got in zip(parts, res.values) for g, v in zip(p[0], got)}, res
 
 
-def run_public_tests(band_keys, local_roots, dedup_clusters):
+NOTE = ("public tests passed; the grader also checks long chains, uint64, ids past 2^32, LSH misses, real "
+        "processes and the bytes other ranks receive when a big cluster sits on one rank")
+
+
+@check
+def band_keys_and_local_roots(band_keys, local_roots):
     sigs = np.array([[1, 2, 3, 4], [1, 2, 9, 9], [9, 9, 3, 4], [3, 4, 1, 2]], dtype=np.uint32)
     keys = band_keys(sigs, 2)
     assert keys.shape == (4, 2) and keys.dtype == np.uint64, "band_keys: one uint64 key per (page, band)"
@@ -38,6 +44,9 @@ def run_public_tests(band_keys, local_roots, dedup_clusters):
     assert local_roots([(5, 9), (9, 2), (7, 8)]) == {5: 2, 9: 2, 2: 2, 7: 7, 8: 7}, \
         "local_roots: every page of a pair to the smallest page of its local component"
 
+
+@check
+def chain_across_ranks(dedup_clusters):
     # a chain of 4 pages (J = 2/3 between neighbours, 1/3 or less further apart), each link on another rank
     rng = np.random.default_rng(7)
     sets = _chain(rng, 4) + _chain(rng, 1)
@@ -52,6 +61,11 @@ def run_public_tests(band_keys, local_roots, dedup_clusters):
     got5, _ = _run(dedup_clusters, sets, sigs, gid, np.array([4, 4, 0, 2, 4]), 6, 2)
     assert got5 == got, "K=6 with empty ranks: labels differ from K=3"
 
+
+@check
+def one_copy_of_band_rows(dedup_clusters):
+    # a chain of 4 pages (J = 2/3 between neighbours, 1/3 or less further apart), each link on another rank
+    rng = np.random.default_rng(7)
     # many unrelated pages: the band shuffle sends at most one copy of the rows (plus small messages)
     n, bands = 64, 8
     sets = [np.unique(rng.integers(0, 2 ** 63, size=20, dtype=np.uint64)) for _ in range(n)]
@@ -61,5 +75,3 @@ def run_public_tests(band_keys, local_roots, dedup_clusters):
     sent = sum(st.bytes_sent for st in res.stats)
     assert sent <= n * bands * (16 // bands + 3) * 8 + 4 * 4 * 24 * 60, \
         f"K=4: {sent} B sent in all for {n * bands} band rows: send each row to its bucket's owner only"
-    print("public tests passed; the grader also checks long chains, uint64, ids past 2^32, LSH misses, "
-          "real processes and the bytes other ranks receive when a big cluster sits on one rank")

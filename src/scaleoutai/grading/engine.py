@@ -148,6 +148,10 @@ def grade_run(hidden: Hidden, run: RunReport | None, cells: list[dict] | None, l
     score = sum(e["score"] for e in entries)
     top = f"{hidden.module.__doc__.strip().splitlines()[0] if hidden.module.__doc__ else ''}".strip()
     extra = {"status": status, "isolation": limits.mode}
+    if run is not None and not error:
+        traffic = _traffic(hidden, run)
+        if traffic:
+            extra["traffic"] = traffic
     if run and run.confinement:  # "cgroup memory=cgroup": how the sandbox's core and memory were confined
         cpu, _, memory = run.confinement.partition(" memory=")
         extra["cpu"] = cpu
@@ -155,6 +159,24 @@ def grade_run(hidden: Hidden, run: RunReport | None, cells: list[dict] | None, l
             extra["memory"] = memory
     return R.make_results(entries, f"{top}\nscore {score:g} of {sum(e['max_score'] for e in entries):g}. {why}",
                           wall, extra)
+
+
+def _traffic(hidden: Hidden, run: RunReport, limit: int = 20) -> list[dict]:
+    """The grader's own counts per rank (messages, bytes) of the first ``limit`` simulated cases that a
+    visible test grades: what the student's feedback shows (hidden tests' cases stay unnamed)."""
+    rubric = hidden.rubric["tests"]
+    visible = [t for t in hidden.tests if t.static is None and rubric[t.key].get("visibility", "visible") == "visible"]
+    rows = []
+    for case in hidden.plan.cases:
+        if not any(t.select is None or t.select(case) for t in visible):
+            continue
+        outcome = run.outcomes.get(case.id)
+        stats = outcome.meta.get("stats") if outcome is not None and outcome.meta.get("ok") else None
+        if isinstance(stats, list) and stats:
+            rows.append({"case": case.label, "ranks": stats})
+        if len(rows) >= limit:
+            break
+    return rows
 
 
 def _grade_case(test: Test, case: Case, outcome: Outcome | None, why: str, plan: Plan,

@@ -5,7 +5,6 @@ npz members bounded before they are inflated, ``allow_pickle=False``, JSON only.
 """
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -102,25 +101,8 @@ def write_results(path: Path, results: dict) -> None:
 
 
 def rebuild_gradebook(out: Path) -> Path:
-    """gradebook.csv from every ``<out>/<id>/results.json``: one row per submission, one column per test."""
-    rows = []
-    names: list[str] = []
-    for f in sorted(out.glob("*/results.json")):
-        res = load_json(f, FILE_CAP)
-        if not isinstance(res, dict):
-            continue
-        row = {"submission": f.parent.name, "score": res.get("score", 0), "max_score": res.get("max_score", 0),
-               "status": res.get("scaleout", {}).get("status", "")}
-        for t in res.get("tests", []):
-            if t.get("max_score", 0) > 0:
-                row[t["name"]] = t.get("score", 0)
-                if t["name"] not in names:
-                    names.append(t["name"])
-        rows.append(row)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=["submission", "score", "max_score", "status", *names], restval="")
-    w.writeheader()
-    w.writerows(rows)
-    path = out / "gradebook.csv"
-    atomic_write(path, buf.getvalue())
-    return path
+    """gradebook.csv from every ``<out>/<id>/results.json``: one row per student, one column per test
+    (with hand-graded points, late penalties and the roster's students: ``gradebook.rebuild``)."""
+    from .gradebook import rebuild
+
+    return rebuild(out)
