@@ -314,3 +314,40 @@ def test_torchao_dynamic_int8_equals_our_int32_accumulation():
         y = model(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(y, qz.int8_linear_dynamic(x, q, s, levels="full"), rtol=1e-5, atol=1e-5)
     assert np.abs(y - qz.int8_linear_dynamic(x, q, s)).max() > 1e-4  # the activation levels matter: not vacuous
+
+
+def test_kv_bytes_per_token_takes_kv_heads_llama3_8b_is_128_kib_in_bf16():
+    m = ef.OPEN_MODELS["Llama-3-8B"]
+    assert (m.n_layers, m.n_kv_heads, m.head_dim) == (32, 8, 128)
+    assert ef.kv_bytes_per_token(32, 8, 128, itemsize=2) == m.kv_bytes_per_token() == 128 * 1024
+    assert ef.OPEN_MODELS["Llama-2-7B (MHA)"].kv_bytes_per_token() == 512 * 1024  # one K/V head per query head
+    assert ef.OPEN_MODELS["SmolLM2-135M"].kv_bytes_per_token() == 2 * 30 * 3 * 64 * 2
+    # 80 GB holds 8.03e9 * 2 bytes of weights and floor(63.94e9 / (4096 * 131072)) sequences of 4096 tokens
+    assert ef.max_batch(m, 4096, 80e9) == int((80e9 - 8.03e9 * 2) // (4096 * 131072)) == 119
+    assert ef.max_batch(ef.OPEN_MODELS["Llama-3-70B"], 4096, 80e9) == 0  # 141 GB of bf16 weights do not fit
+
+
+@pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
+def test_our_decoders_kv_cache_formula_takes_kv_heads_and_matches_the_cache_object(n_kv_heads):
+    params = decoder_init(vocab=40, d_model=32, n_heads=4, n_layers=3, d_ff=48, max_len=20, seed=0,
+                          n_kv_heads=n_kv_heads)
+    cache = ContiguousCache(params, 5, max_len=20)
+    assert cache.nbytes == ef.kv_cache_bytes(params, 20, 5) == 2 * 3 * 20 * n_kv_heads * 8 * 8 * 5
+    # P counts Wk and Wv at their GQA width
+    assert ef.matrix_params(params) == sum(b[w].size for b in params["blocks"] for w in
+                                           ("Wq", "Wk", "Wv", "Wo", "W1", "W2")) + params["head"].size
+    assert ef.decode_cost(params, 10, 2).bytes == 8 * (ef.matrix_params(params) + 2 * (2 * 3 * 10 * 8 * n_kv_heads
+                                                                                       + 2 * 32))
+
+
+def test_the_decode_throughput_model_reads_the_kv_cache_as_well_as_the_weights():
+    from scaleoutai.perf import hardware
+
+    m, gpu = ef.OPEN_MODELS["Llama-2-7B (MHA)"], hardware.H100_SXM
+    weights_only = ef.decode_tokens_per_s(m, 64, 512, gpu, kv=False)
+    both = ef.decode_tokens_per_s(m, 64, 512, gpu)
+    assert weights_only == pytest.approx(64 * gpu.hbm_bandwidth / (m.params * 2))
+    assert both == pytest.approx(64 * gpu.hbm_bandwidth / (m.params * 2 + 64 * 512 * 512 * 1024))
+    assert weights_only / both > 2  # the cache of 64 sequences at 512 tokens outweighs the weights
+    gqa = ef.OPEN_MODELS["Mistral-7B"]
+    assert ef.decode_tokens_per_s(gqa, 64, 512, gpu) > 1.5 * ef.decode_tokens_per_s(m, 64, 512, gpu)

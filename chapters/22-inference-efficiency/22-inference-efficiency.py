@@ -17,11 +17,13 @@
 # Part IV spread training over many devices. Serving a trained model is a different workload: the
 # weights are fixed, requests arrive one at a time, and a language model answers token by token. Before
 # Part V distributes inference (Chapters 23-26), this chapter makes one node serve as well as it can,
-# with the three tools every serving stack uses: **int8 weights** (fewer bytes per parameter), a **KV
-# cache** (no token is processed twice) and **batching** (one pass over the weights serves many
-# sequences). The roofline of Chapter 3 explains why these three, and not faster arithmetic, are what
-# matter: generating a token is limited by memory bandwidth, not by FLOPs. Everything is measured on
-# this machine, on the course's tiny NumPy decoder, and checked against torchao and transformers.
+# with the tools every serving stack uses: **int8 weights** (fewer bytes per parameter), a **KV cache**
+# (no token is processed twice), **batching** (one pass over the weights serves many sequences),
+# **grouped-query attention** (fewer bytes per cached token), **attention in tiles** (the score matrix
+# never reaches slow memory) and **speculative decoding** (several tokens per pass over the weights).
+# The roofline of Chapter 3 explains why these, and not faster arithmetic, are what matter: generating
+# a token is limited by memory bandwidth, not by FLOPs. Everything is measured on this machine, on the
+# course's tiny NumPy decoder, and checked against torchao, PyTorch and transformers.
 #
 # **Prerequisites:** Chapter 3 (Performance models: the roofline and arithmetic intensity), Chapter 19
 # (Foundation model training: the decoder-only transformer and its parameter count) or Chapter 16 (Model
@@ -44,6 +46,16 @@ N_REQUESTS = 48  # smoke: 16
 MATMUL_N = 1024  # smoke: 512
 COPY_MIB = 256  # smoke: 64
 REPEATS = 5  # smoke: 3
+N_KV_HEADS = 2
+FLASH_N = 512  # smoke: 128
+FLASH_D = 32
+SPEC_LAYERS = 8  # smoke: 4
+SPEC_NEW = 96  # smoke: 16
+SPEC_KS = [1, 2, 3, 4, 6, 8]  # smoke: [2, 4]
+SPEC_EPS = 0.1
+SPEC_REPEATS = 3  # smoke: 1
+GPU_CONTEXT = 4096
+DECODE_CONTEXT = 512
 SEED = 0
 
 # %% [markdown]
@@ -53,7 +65,13 @@ SEED = 0
 # decoder (`WIDE_D_MODEL`, `WIDE_D_FF`, `WIDE_LAYERS`) whose weights, like a real model's, do not fit
 # in the processor's caches. `N_REQUESTS` are the requests of the static-batching trace. `MATMUL_N`
 # and `COPY_MIB` size the two kernels that measure this machine's roofline; every timing is the median
-# of `REPEATS` runs.
+# of `REPEATS` runs. `N_KV_HEADS` is the number of key/value heads of the grouped-query variant of the
+# decoder. `FLASH_N` and `FLASH_D` are the sequence length and head size of the tiled-attention checks.
+# Speculative decoding runs a target of `SPEC_LAYERS` wide blocks for `SPEC_NEW` tokens, drafting `k`
+# tokens per round for each `k` in `SPEC_KS`; `SPEC_EPS` sets how strongly the target's upper blocks
+# correct its draft (Section 4), and each speculative timing is the median of `SPEC_REPEATS` runs.
+# `GPU_CONTEXT` is the context length of the GPU memory tables and `DECODE_CONTEXT` that of the GPU
+# throughput rows of Section 7.
 #
 # ## 1. Motivation: which ceiling binds
 #
@@ -65,6 +83,14 @@ SEED = 0
 # by the bytes of the weights, however fast the arithmetic. The three levers follow: fewer bytes per
 # weight (quantization), more tokens per weight read (batching), and no re-reading of the past (the KV
 # cache, whose own bytes then become the next ceiling).
+#
+# That next ceiling is real: a decode step reads the weights once **and every sequence's KV cache**, and
+# at long contexts and large batches the caches outweigh the weights. Two more levers attack it: store
+# fewer bytes per cached token (grouped-query attention) and never write the attention score matrix to
+# slow memory (tiled attention, FlashAttention's algorithm). A last lever serves a single user faster at
+# batch 1: let a small draft model guess several tokens and check them all with one pass over the big
+# model's weights (speculative decoding). The accelerators below come from the course's one table of
+# GPUs, `perf.hardware`.
 
 # %%
 import copy
@@ -78,18 +104,20 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from scaleoutai import capstone, perf
-from scaleoutai.perf.scaling import H100_BF16_PEAK
+from scaleoutai.perf import hardware
 from scaleoutai.serving import efficiency as ef
+from scaleoutai.serving import flash_attention as fa
 from scaleoutai.serving import quantize as qz
+from scaleoutai.serving import speculative as sp
 from scaleoutai.serving.decoder import (ContiguousCache, decode_step, decoder_forward, decoder_init, generate,
-                                        reference_generate)
+                                        reference_generate, repeat_kv_heads)
 
-# nominal spec-sheet memory bandwidths (bytes/s) of two accelerators, for the bound only
-NOMINAL_BW = {"NVIDIA A10G": 600e9, "NVIDIA H100 SXM": 3.35e12}
+GPUS = (hardware.A10G, hardware.H100_SXM)  # spec-sheet bandwidth and peak, from the one table in perf
 P_7B = 7e9
-for name, bw in NOMINAL_BW.items():
+for gpu in GPUS:
     for label, nbytes in (("16-bit", 2), ("int8", 1)):
-        print(f"{name:16} 7B model, {label:6} weights: at most {bw / (P_7B * nbytes):6.0f} tokens/s at batch 1")
+        print(f"{gpu.name:16} 7B model, {label:6} weights: at most {gpu.hbm_bandwidth / (P_7B * nbytes):6.0f} "
+              f"tokens/s at batch 1")
 
 # %% [markdown]
 # ## 2. Core concepts
@@ -104,8 +132,37 @@ for name, bw in NOMINAL_BW.items():
 # **The KV cache.** Attention at position $t$ needs the keys and values of positions $0..t$. Without a
 # cache every step recomputes them for the whole prefix, so step $t$ costs $O(t)$ matrix work and a
 # sequence of $T$ tokens costs $O(T^2)$; with a cache each step computes one new key and value per
-# layer and reads the old ones back. The price is memory: $2 \cdot L \cdot T \cdot d \cdot$ itemsize
-# bytes per sequence ($L$ layers, width $d$, a key and a value row per token per layer).
+# layer and reads the old ones back. The price is memory: a key and a value vector per KV head per
+# layer per token,
+#
+# $$\text{bytes per token} = 2 \cdot L \cdot n_{kv} \cdot d_h \cdot \text{itemsize},$$
+#
+# times $T$ tokens per sequence ($L$ layers, $n_{kv}$ key/value heads of size $d_h$).
+#
+# **Grouped-query attention (GQA).** Multi-head attention (MHA) gives each of the $n_h$ query heads its
+# own key and value head, $n_{kv} = n_h$ and $n_{kv} d_h = d$. Multi-query attention (MQA) keeps one
+# key/value head for all of them, $n_{kv} = 1$; GQA sits between: $n_{kv}$ groups of $n_h / n_{kv}$
+# query heads, each group sharing one key/value head. The cache shrinks by $n_h / n_{kv}$ and so do its
+# reads at every decode step; the queries, and the FLOPs of attention, do not change. Llama-3-8B has 32
+# query heads and 8 KV heads: 128 KiB per token in bf16 instead of the 512 KiB of the same model with
+# MHA. A GQA layer equals an MHA layer whose key and value heads are the GQA ones repeated per group.
+#
+# **Attention in tiles: the online softmax.** Attention over $N$ positions forms an $N \times N$ score
+# matrix $S = QK^\top/\sqrt{d_h}$; written to slow memory (a GPU's HBM) and read back for the softmax
+# and for $PV$, it costs $O(N^2)$ traffic and memory. FlashAttention computes the same output block by
+# block: for a block of query rows it walks the key/value blocks keeping a running row maximum $m$, a
+# running denominator $\ell$ and an unnormalised output, and when a new block raises the maximum from
+# $m$ to $m'$ it rescales what it has summed by $e^{m - m'}$. The result is exact, not an approximation,
+# and the score matrix exists only one tile at a time in fast on-chip memory (SRAM).
+#
+# **Speculative decoding.** A small draft model proposes $k$ tokens $x_1..x_k$ one by one (sampling its
+# distributions $q_i$); the target scores all $k+1$ positions in **one** pass, giving $p_0..p_k$. Each
+# $x_i$ is kept with probability $\min(1, p_{i-1}(x_i)/q_i(x_i))$; at the first rejection a token is
+# drawn from $\mathrm{norm}(\max(0, p_{i-1} - q_i))$ and the round ends; if all $k$ survive, a bonus token
+# comes from $p_k$. Every emitted token then has exactly the target's distribution:
+# $\Pr[y] = \min(p, q)(y) + (1 - \sum \min(p, q))\,\mathrm{norm}(\max(0, p - q))(y) = p(y)$. If each draft
+# is accepted with probability $a$, a round emits $(1 - a^{k+1})/(1 - a)$ tokens for one pass over the
+# target's weights.
 #
 # **Batching.** A decode step for $B$ sequences reads the weights once and uses each $B$ times.
 # **Static batching** starts $B$ requests together and keeps every slot until the longest one ends.
@@ -113,7 +170,8 @@ for name, bw in NOMINAL_BW.items():
 # **Prefill and decode.** Prefill runs the $T$ prompt tokens through the model in one pass (intensity
 # about $T$ FLOPs per weight read); decode runs one token per sequence per step (intensity about $B$).
 #
-# Here is the bound on a matrix with one loud column, and the cache formula against the cache object:
+# Here is the bound on a matrix with one loud column, and the cache formula against the cache object,
+# for the decoder with multi-head attention and with `N_KV_HEADS` key/value heads:
 
 # %%
 rng = np.random.default_rng(SEED)
@@ -130,11 +188,15 @@ print(f"per-channel steps: {s.min():.4f} .. {s.max():.4f}; worst product error {
 params = decoder_init(vocab=VOCAB, d_model=D_MODEL, n_heads=N_HEADS, n_layers=N_LAYERS, d_ff=D_FF,
                       max_len=MAX_LEN, seed=SEED)
 P = ef.matrix_params(params)
+gqa = decoder_init(vocab=VOCAB, d_model=D_MODEL, n_heads=N_HEADS, n_layers=N_LAYERS, d_ff=D_FF, max_len=MAX_LEN,
+                   seed=SEED, n_kv_heads=N_KV_HEADS)
 for seqs, T in ((1, MAX_LEN), (8, MAX_LEN // 2)):
-    cache = ContiguousCache(params, seqs, max_len=T)
-    assert cache.nbytes == ef.kv_cache_bytes(params, T, seqs)
-    print(f"{seqs} sequence(s) x {T} tokens: KV cache {cache.nbytes / 2**20:.2f} MiB "
-          f"(= 2 L T d x 8 bytes x sequences); weights {P * 8 / 2**20:.2f} MiB")
+    cache, cache_g = ContiguousCache(params, seqs, max_len=T), ContiguousCache(gqa, seqs, max_len=T)
+    assert cache.nbytes == ef.kv_cache_bytes(params, T, seqs) and cache_g.nbytes == ef.kv_cache_bytes(gqa, T, seqs)
+    assert cache.nbytes == cache_g.nbytes * N_HEADS // N_KV_HEADS
+    print(f"{seqs} sequence(s) x {T} tokens: KV cache {cache.nbytes / 2**20:.2f} MiB with {N_HEADS} KV heads, "
+          f"{cache_g.nbytes / 2**20:.2f} MiB with {N_KV_HEADS} (= 2 L T n_kv d_h x 8 bytes x sequences); "
+          f"weights {P * 8 / 2**20:.2f} MiB")
 
 # %% [markdown]
 # ## 3. The distribution and communication pattern
@@ -145,7 +207,7 @@ for seqs, T in ((1, MAX_LEN), (8, MAX_LEN // 2)):
 #
 # * prefill of $T$ tokens: $2PT + 2LT^2d$ FLOPs; the weights cross once, plus the cache written;
 # * decode of one token for $B$ sequences at context $t$: $B(2P + 4Ltd)$ FLOPs; all weights cross
-#   every step, plus each sequence's cache.
+#   every step, plus each sequence's cache, $2 L t n_{kv} d_h$ numbers.
 #
 # Intensity (FLOPs per byte) grows with $T$ for prefill and with $B$ for decode; at batch 1 decode does
 # a quarter FLOP per byte in float64. The table is the formula for this decoder:
@@ -155,6 +217,62 @@ print(f"{'call':>26} {'GFLOP':>8} {'MB moved':>9} {'FLOP/byte':>10}")
 for label, cost in [(f"prefill T = {T}", ef.prefill_cost(params, T)) for T in (16, 64, MAX_LEN)] + \
                    [(f"decode B = {B}, context 64", ef.decode_cost(params, 64, B)) for B in (1, 8, 64)]:
     print(f"{label:>26} {cost.flops / 1e9:8.4f} {cost.bytes / 1e6:9.2f} {cost.intensity:10.2f}")
+
+# %% [markdown]
+# **What a real model's cache costs.** The same formula for open models, with layers, KV heads and head
+# size from each model's public `config.json` (`num_hidden_layers`, `num_key_value_heads`,
+# `hidden_size / num_attention_heads`), in bf16. The batch a GPU admits is the number of sequences of
+# `GPU_CONTEXT` tokens whose caches fit in its memory beside the bf16 weights (nothing reserved for
+# activations: an upper bound). Llama-2-7B is there as the multi-head baseline of the same size.
+
+# %%
+print(f"{'model':>18} {'layers':>6} {'heads':>5} {'KV heads':>8} {'d_h':>4} {'KiB/token':>9} "
+      + " ".join(f"{'batch, ' + g.name.removeprefix('NVIDIA '):>18}" for g in (hardware.H100_SXM, hardware.H200)))
+for m in ef.OPEN_MODELS.values():
+    fits = [ef.max_batch(m, GPU_CONTEXT, g.memory_bytes) for g in (hardware.H100_SXM, hardware.H200)]
+    print(f"{m.name:>18} {m.n_layers:>6} {m.n_heads:>5} {m.n_kv_heads:>8} {m.head_dim:>4} "
+          f"{m.kv_bytes_per_token() / 1024:>9.1f} " + " ".join(f"{b:>18}" for b in fits))
+assert ef.OPEN_MODELS["Llama-3-8B"].kv_bytes_per_token() == 128 * 1024
+print(f"(sequences of {GPU_CONTEXT} tokens; 0 = the bf16 weights alone do not fit)")
+
+# %% [markdown]
+# With 8 KV heads for 32 query heads, Llama-3-8B and Mistral-7B fit four times the sequences of a
+# multi-head 7B model; Qwen2.5-7B, with 4 KV heads for 28, fits more still. A 70B model does not fit one
+# 80 GB GPU at all in bf16: that is Chapter 23's tensor parallelism.
+#
+# **Attention's own traffic.** Inside a layer, attention over $N$ positions (prefill, or training) has
+# its own memory traffic. The naive form reads $Q$ and $K$, writes the $N \times N$ scores $S$, reads
+# them back and writes $P = \mathrm{softmax}(S)$, then reads $P$ and $V$ and writes $O$: $4Nd_h + 4N^2$
+# elements per head. The tiled form reads each block of $Q$ once, writes each block of $O$ once, and
+# reads $K$ and $V$ once per block of $Q$: $2Nd_h + 2d_h N \lceil N / B_q \rceil$. With $M$ elements of
+# SRAM, FlashAttention takes $B_k = \lceil M / 4d_h \rceil$ and $B_q = \min(B_k, d_h)$. Both grow as
+# $N^2$; the tiled form's coefficient is $2 d_h / B_q$ (2 at $B_q = d_h$) against 4, it falls as the SRAM
+# grows, and it never needs an $N \times N$ buffer: its memory is linear in $N$. The counts, per head at
+# $d_h = 128$ in bf16, for two SRAM sizes per streaming multiprocessor:
+
+# %%
+lengths = [2**i for i in range(9, 16)]
+traffic = {"naive": [fa.naive_attention_traffic(N, 128).total * 2 for N in lengths]}
+for sram_kib in (100, 228):
+    bq, bk = fa.blocks_for_sram(sram_kib * 1024, 128, itemsize=2)
+    traffic[f"tiled, {sram_kib} KiB SRAM (B_q={bq}, B_k={bk})"] = [
+        fa.flash_attention_traffic(N, 128, bq, bk).total * 2 for N in lengths]
+print(f"{'N':>6} " + " ".join(f"{k[:24]:>25}" for k in traffic) + f" {'score matrix':>13}")
+for i, N in enumerate(lengths):
+    print(f"{N:>6} " + " ".join(f"{v[i] / 2**20:>21.1f} MiB" for v in traffic.values())
+          + f" {N * N * 2 / 2**20:>9.0f} MiB")
+ratio = traffic["naive"][-1] / list(traffic.values())[-1][-1]
+assert all(a > b for a, b in zip(traffic["naive"], list(traffic.values())[1]))
+print(f"at N = {lengths[-1]} the naive form moves {ratio:.1f}x the bytes of the tiled form with 228 KiB of SRAM, "
+      f"and needs a {lengths[-1] ** 2 * 2 / 2**30:.0f} GiB score matrix per head that the tiled form never stores")
+plt.figure(figsize=(6, 4))
+for label, v in traffic.items():
+    plt.loglog(lengths, np.array(v) / 2**20, "o-", base=2, label=label)
+plt.loglog(lengths, np.array(lengths, dtype=float) ** 2 * 2 / 2**20, "k:", base=2, label="N^2 scores (bf16)")
+plt.gca().set(xlabel="sequence length N", ylabel="HBM traffic per head (MiB)",
+              title="attention's memory traffic, d_h = 128")
+plt.legend(fontsize="small")
+plt.show()
 
 # %% [markdown]
 # ## 4. A minimal from-scratch implementation in NumPy
@@ -301,7 +419,161 @@ plt.show()
 # sequence that a fused kernel would not; on a shared machine the shares of the roof move between runs,
 # so read them as rough.
 #
-# ## 5. The same task with production libraries: torchao and transformers
+# **Attention in tiles.** `flash_attention` walks the queries in blocks of `block_q` rows and, for each,
+# the keys and values in blocks of `block_k` rows, with the running maximum `m`, denominator `l` and
+# output `acc` of the online softmax; causally it skips the key blocks that lie wholly after the query
+# block. It also counts the elements it reads from and writes to "HBM" (the arrays outside the loop).
+
+# %%
+show(fa.flash_attention)
+
+# %% [markdown]
+# It equals the naive form for block sizes that divide the length and ones that do not, with and
+# without the causal mask, in float64 and float32, and its loop moves exactly the counted elements:
+
+# %%
+qkv = rng.standard_normal((3, 2, FLASH_N, FLASH_D))
+worst = {}
+for dtype, tol in ((np.float64, 1e-12), (np.float32, 2e-6)):
+    q_, k_, v_ = (a.astype(dtype) for a in qkv)
+    for causal in (False, True):
+        want_att = fa.naive_attention(*qkv, causal=causal)
+        for bq, bk in ((16, 16), (FLASH_D, 48), (37, 50), (FLASH_N, 7)):
+            moved = fa.Traffic()
+            got_att = fa.flash_attention(q_, k_, v_, causal=causal, block_q=bq, block_k=bk, traffic=moved)
+            np.testing.assert_allclose(got_att, want_att, rtol=tol, atol=tol)
+            assert moved == fa.flash_attention_traffic(FLASH_N, FLASH_D, bq, bk, causal=causal, heads=2)
+            worst[dtype.__name__] = max(worst.get(dtype.__name__, 0.0), float(np.abs(got_att - want_att).max()))
+print(f"tiled == naive attention at N = {FLASH_N}, d_h = {FLASH_D}, 4 block shapes, causal and not; largest "
+      f"difference float64 {worst['float64']:.1e}, float32 {worst['float32']:.1e}")
+
+# %% [markdown]
+# **Grouped-query attention in the decoder.** `decoder_init(..., n_kv_heads=G)` gives $W_k$ and $W_v$
+# $G \cdot d_h$ columns, and the cache stores $G \cdot d_h$ numbers per token per layer. In
+# `decode_step` (shown above) the attention reshapes the query into $G$ groups of $n_h / G$ heads, and
+# each group attends to its own cached key/value head without copying it. The reference is the
+# multi-head decoder whose key/value heads are the GQA ones repeated per group:
+
+# %%
+show(repeat_kv_heads)
+
+# %%
+for G in (N_KV_HEADS, 1):
+    m_g = gqa if G == N_KV_HEADS else decoder_init(vocab=VOCAB, d_model=D_MODEL, n_heads=N_HEADS, n_layers=N_LAYERS,
+                                                   d_ff=D_FF, max_len=MAX_LEN, seed=SEED, n_kv_heads=1)
+    full_g = decoder_forward(repeat_kv_heads(m_g), probe[:2, :24])
+    cache_g = ContiguousCache(m_g, 2, 24)
+    for t in range(24):
+        np.testing.assert_allclose(decode_step(m_g, probe[:2, t], np.full(2, t), cache_g), full_g[:, t],
+                                   rtol=1e-10, atol=1e-10)
+    assert generate(m_g, prompts[:2], 8) == [reference_generate(repeat_kv_heads(m_g), p_, 8) for p_ in prompts[:2]]
+    print(f"{N_HEADS} query heads, {G} KV head(s): cached decoding == multi-head decoder with repeated KV heads; "
+          f"{ef.kv_cache_bytes(m_g, 1)} bytes per cached token (MHA: {ef.kv_cache_bytes(params, 1)})")
+one_group = decoder_init(vocab=VOCAB, d_model=D_MODEL, n_heads=N_HEADS, n_layers=N_LAYERS, d_ff=D_FF,
+                         max_len=MAX_LEN, seed=SEED, n_kv_heads=N_HEADS)
+assert np.array_equal(decoder_forward(one_group, probe), decoder_forward(params, probe))  # n_kv = n_h: unchanged
+
+# %% [markdown]
+# **Speculative decoding.** `speculative_accept` is the verification rule of one round;
+# `speculative_generate` runs the rounds. The target's check of $k$ drafted tokens is a single
+# `decode_step` call over $k+1$ consecutive positions of one sequence: each row writes its key and value
+# before the next row reads, so the rows attend causally, and the weights are read once for all of them.
+# Rejected positions need no undo: the cache is indexed by position, and the next round overwrites them.
+
+# %%
+show(sp.speculative_accept, sp.speculative_generate)
+
+# %% [markdown]
+# First the rule alone, on a vocabulary of 6 tokens with fixed target and draft distributions: over
+# many seeded rounds, the first emitted token must follow $p_0$, whatever $q$ proposes. A rule that
+# resamples from $p$ itself after a rejection (instead of from $\max(0, p - q)$) is the control that
+# must fail the same test.
+
+# %%
+V6, n_draws = 6, 6000
+p_small = sp.softmax_probs(1.5 * rng.standard_normal((3, V6)))
+q_small = sp.softmax_probs(1.5 * rng.standard_normal((2, V6)))
+draw_rng = np.random.default_rng(SEED)
+right, wrong = np.zeros(V6), np.zeros(V6)
+for _ in range(n_draws):
+    xs = np.array([draw_rng.choice(V6, p=q_small[i]) for i in range(2)])
+    right[sp.speculative_accept(p_small, q_small, xs, draw_rng)[0][0]] += 1
+    x0 = xs[0]
+    keep = draw_rng.random() < min(1.0, p_small[0, x0] / q_small[0, x0])
+    wrong[x0 if keep else draw_rng.choice(V6, p=p_small[0])] += 1
+tv = {name: 0.5 * np.abs(c / n_draws - p_small[0]).sum() for name, c in (("rule", right), ("control", wrong))}
+tv_q = 0.5 * np.abs(q_small[0] - p_small[0]).sum()
+print(f"total variation from the target over {n_draws} rounds: speculative rule {tv['rule']:.4f}, control "
+      f"{tv['control']:.4f}; the draft itself is {tv_q:.3f} away")
+assert tv["rule"] < 0.03 < tv["control"]
+
+# %% [markdown]
+# Now the decoder. A trained draft is distilled to agree with its target; with random weights we build
+# that agreement in. The target has `SPEC_LAYERS` wide blocks whose upper blocks write `SPEC_EPS` times
+# their output into the residual stream (`damp_upper_blocks`): they refine what the first block predicts.
+# The draft is the target's first block with its embeddings and head (`draft_by_layer_skip`, the
+# early-exit drafts of self-speculative decoding), so it costs about $1/$`SPEC_LAYERS` of a target step.
+# Greedy speculative decoding must emit the target's greedy tokens one for one, at every $k$; we time it
+# against the target decoding alone and count the acceptance rate and tokens per target pass (the
+# acceptance rate at temperature 1 is counted too):
+
+# %%
+spec_base = decoder_init(vocab=VOCAB, d_model=WIDE_D_MODEL, n_heads=8, n_layers=SPEC_LAYERS, d_ff=WIDE_D_FF,
+                         max_len=MAX_LEN, seed=SEED)
+target = sp.damp_upper_blocks(spec_base, 1, SPEC_EPS)
+draft = sp.draft_by_layer_skip(target, 1)
+spec_prompt = rng.integers(0, VOCAB, size=8)
+
+
+def timed(fn, *args, **kwargs):
+    """(the last result, the median wall time of SPEC_REPEATS calls)."""
+    times = []
+    for _ in range(SPEC_REPEATS):
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        times.append(time.perf_counter() - t0)
+    return out, float(np.median(times))
+
+
+with threadpool_limits(limits=1):
+    (want_spec,), t_plain = timed(generate, target, [spec_prompt], SPEC_NEW)
+    spec = {}
+    for k in SPEC_KS:
+        (got_spec, st), t_k = timed(sp.speculative_generate, target, draft, spec_prompt, SPEC_NEW, k=k, greedy=True)
+        assert got_spec == want_spec, k
+        _, st_t1 = sp.speculative_generate(target, draft, spec_prompt, SPEC_NEW, k=k, seed=SEED)
+        spec[k] = {"a": st.acceptance, "tpp": st.tokens_per_pass, "S": t_plain / t_k, "a_t1": st_t1.acceptance}
+print(f"{'k':>3} {'acceptance':>10} {'tokens/pass':>11} {'formula':>8} {'measured S':>10} {'acceptance, T=1':>15}")
+for k, r in spec.items():
+    print(f"{k:>3} {r['a']:>10.2f} {r['tpp']:>11.2f} {sp.expected_tokens_per_pass(r['a'], k):>8.2f} "
+          f"{r['S']:>10.2f} {r['a_t1']:>15.2f}")
+print(f"target alone: {SPEC_NEW / t_plain:.0f} tokens/s; greedy speculative tokens == target's greedy tokens at "
+      f"every k")
+best_k = max(spec, key=lambda k: spec[k]["S"])
+assert max(r["tpp"] for r in spec.values()) > 1.5  # tokens per pass are counted, not timed
+fig, ax = plt.subplots(1, 2, figsize=(10, 3.8))
+ax[0].plot(SPEC_KS, [r["tpp"] for r in spec.values()], "o-", label="measured")
+ax[0].plot(SPEC_KS, [sp.expected_tokens_per_pass(r["a"], k) for k, r in spec.items()], "s--",
+           label="(1 - a^(k+1)) / (1 - a)")
+ax[0].set(xlabel="draft length k", ylabel="tokens per target pass", title="tokens per pass over the weights")
+ax[0].legend()
+ax[1].plot(SPEC_KS, [r["S"] for r in spec.values()], "o-")
+ax[1].axhline(1, color="gray", ls=":")
+ax[1].set(xlabel="draft length k", ylabel="speed-up S over the target alone",
+          title="measured here (NumPy, 1 thread)")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Tokens per pass follow the formula closely: it assumes every draft is accepted independently with
+# the same probability, which a real draft only approximates. The speed-up is the tokens per pass
+# divided by the cost of a round, $k$ draft steps plus one verify pass: each extra drafted token costs a
+# draft step whether or not it survives, while the chance that it survives, $a^k$, shrinks, so past some
+# $k$ longer drafts cost more than they return. On a GPU the verify pass over $k+1$ tokens costs about
+# one decode step (memory-bound); in NumPy it costs a little more, because attention runs per row, and
+# the timings move with the load of a shared machine.
+#
+# ## 5. The same task with production libraries: torchao, PyTorch and transformers
 #
 # **torchao.** `quantize_(model, Int8WeightOnlyConfig())` replaces each `nn.Linear` weight by an
 # `Int8Tensor` with one scale per output channel. Its convention differs from ours in one detail: it
@@ -376,6 +648,55 @@ print(f"mean time per token over {new_hf} tokens: transformers with cache {hf_ti
       f"our NumPy decoder with cache {ours_time * 1e3:.2f} ms")
 
 # %% [markdown]
+# **PyTorch's attention.** `torch.nn.functional.scaled_dot_product_attention` is the production entry
+# point: on a GPU it dispatches to a FlashAttention kernel, on this CPU to a fused C++ kernel. Our tiled
+# loop must agree with it, causal or not:
+
+# %%
+for causal in (False, True):
+    ref_att = torch.nn.functional.scaled_dot_product_attention(*(torch.from_numpy(a) for a in qkv),
+                                                               is_causal=causal).numpy()
+    for bq, bk in ((16, 16), (37, 50)):
+        np.testing.assert_allclose(fa.flash_attention(*qkv, causal=causal, block_q=bq, block_k=bk), ref_att,
+                                   rtol=1e-12, atol=1e-12)
+print(f"flash_attention == torch scaled_dot_product_attention (float64, N = {FLASH_N}, causal and not), "
+      f"to {np.abs(fa.flash_attention(*qkv, causal=True, block_q=37, block_k=50) - ref_att).max():.1e}")
+
+# %% [markdown]
+# **Assisted generation in transformers.** `generate(..., assistant_model=...)` is transformers'
+# speculative decoding. Our target and its one-block draft go into two GPT-2 models (`ef.to_gpt2`);
+# greedy assisted generation must emit the target's greedy tokens, which our speculative decoder emits
+# too. We time it against the GPT-2 target decoding alone.
+
+# %%
+import transformers  # noqa: E402
+
+transformers.logging.set_verbosity_error()  # its notice about generation arguments is not a result
+hf_target, hf_draft = ef.to_gpt2(target), ef.to_gpt2(draft)
+ids = torch.from_numpy(spec_prompt[None])
+hf_kw = dict(attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=SPEC_NEW, min_new_tokens=SPEC_NEW)
+with threadpool_limits(limits=1):
+    torch.set_num_threads(1)
+    hf_target.generate(ids, assistant_model=hf_draft, **dict(hf_kw, max_new_tokens=4, min_new_tokens=4))  # warm-up
+    t0 = time.perf_counter()
+    assisted = hf_target.generate(ids, assistant_model=hf_draft, **hf_kw)
+    t_assisted = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    plain_hf = hf_target.generate(ids, **hf_kw)
+    t_plain_hf = time.perf_counter() - t0
+assert assisted[0, len(spec_prompt):].tolist() == want_spec == plain_hf[0, len(spec_prompt):].tolist()
+print(f"transformers assisted generation: {SPEC_NEW} greedy tokens == the target's == our speculative decoder's; "
+      f"{t_assisted:.2f} s against {t_plain_hf:.2f} s without the assistant ({t_plain_hf / t_assisted:.2f}x)")
+
+# %% [markdown]
+# transformers adapts the number of drafted tokens as it goes (it grows the draft while drafts are
+# accepted and shrinks it after a rejection), where our `k` is fixed. Its speed-up on this CPU depends
+# on how much of a step of these small GPT-2 models is framework overhead rather than reading weights:
+# the draft, one block of the target, still pays the per-call overhead of a whole model, and each round
+# adds the bookkeeping of candidates and caches, which with models this small can cost more than the
+# saved target steps (the ratio printed above). The exactness holds either way; the speed-up needs a
+# target whose step is dominated by reading its weights.
+#
 # ## 6. Failure modes and fault tolerance
 #
 # **An outlier channel ruins per-tensor int8.** Large language models grow a few activation and weight
@@ -427,6 +748,26 @@ except ValueError as err:
 # Reserving the worst case for every sequence avoids that error but wastes the memory of every sequence
 # that ends early; Chapter 24's paged cache allocates blocks as sequences grow instead.
 #
+# **A draft that disagrees.** Speculative decoding is only as good as the draft's agreement with the
+# target. Keep the same draft but let the target's upper blocks write their full output
+# (`SPEC_EPS` = 1, the undamped decoder): the draft now predicts a different model, and the drafted
+# tokens are mostly wasted work. The output stays exactly the target's; only the speed is lost.
+
+# %%
+k_bad = best_k
+with threadpool_limits(limits=1):  # the undamped decoder has the target's shape: its plain decoding costs t_plain
+    (got_bad, st_bad), t_bad = timed(sp.speculative_generate, spec_base, sp.draft_by_layer_skip(spec_base, 1),
+                                     spec_prompt, SPEC_NEW, k=k_bad, greedy=True)
+assert got_bad == generate(spec_base, [spec_prompt], SPEC_NEW)[0]
+print(f"k = {k_bad}: agreeing draft acceptance {spec[k_bad]['a']:.2f}, {spec[k_bad]['tpp']:.2f} tokens/pass, "
+      f"S = {spec[k_bad]['S']:.2f}; disagreeing draft acceptance {st_bad.acceptance:.2f}, "
+      f"{st_bad.tokens_per_pass:.2f} tokens/pass, S = {t_plain / t_bad:.2f}")
+assert st_bad.acceptance < spec[k_bad]["a"] and st_bad.tokens_per_pass < spec[k_bad]["tpp"]
+
+# %% [markdown]
+# Serving engines guard against this by measuring the acceptance rate online and shrinking $k$, or
+# switching speculation off, when it drops (transformers' assisted generation adapts $k$ this way).
+#
 # **Padding waste in static batching.** A static batch runs until its longest request ends; a short
 # request's slot idles, or decodes padding, the rest of the time. On a trace of requests with random
 # prompt and output lengths, the measured waste of `static_generate` equals the count from the lengths,
@@ -454,9 +795,15 @@ assert waste[1] == 0 < waste[4] < waste[16]
 # Three numbers per configuration: tokens per second measured here, the speedup $S$ over its baseline
 # (the cached decoder; the wide decoder at batch 1), and the cost of a million tokens at the hourly
 # price of a CPU instance from `capstone/prices.yaml`. For GPUs we have no measurement on this machine,
-# so their rows are the roofline's prediction for a 7B model in 16-bit and int8 at batch 1 and 64
-# (memory-bound decode: tokens/s $\approx B \cdot$ bandwidth / bytes of weights, capped by the peak
-# FLOP rate), priced per GPU.
+# so their rows are the roofline's prediction (`perf.hardware.decode_step_seconds`), priced per GPU.
+# A decode step for $B$ sequences at context $t$ reads the weights once **and** each sequence's KV cache:
+#
+# $$t_{step} = \max\Big(\frac{P w + B\, t \cdot \text{bytes per token}}{\text{bandwidth}},\;
+#   \frac{2PB}{\text{peak}}\Big), \qquad \text{tokens/s} = B / t_{step},$$
+#
+# with $w$ bytes per weight and the cache in bf16. The GPU rows show a 7B model with multi-head
+# attention (Llama-2-7B's shape) and one with GQA (Mistral-7B), 16-bit and int8 weights, at batch 1 and
+# 64 and context `DECODE_CONTEXT`; the "weights only" column is the model that forgets the cache.
 
 # %%
 cpu = capstone.lookup("aws-c7i.xlarge")
@@ -473,28 +820,89 @@ row(f"decoder, context {LENGTHS[-1]}, KV cache", cached, "1")
 row(f"decoder, context {LENGTHS[-1]}, no cache", uncached, f"{uncached / cached:.2f}")
 for B in (BATCHES[0], BATCHES[len(BATCHES) // 2], BATCHES[-1]):
     row(f"wide decoder, B = {B}", tput[B], f"{tput[B] / tput[BATCHES[0]]:.2f}")
-gpu_rows = {"aws-g5.xlarge": ("NVIDIA A10G", 125e12), "aws-p5.48xlarge": ("NVIDIA H100 SXM", H100_BF16_PEAK)}
-for itype, (gpu, gpu_peak) in gpu_rows.items():
+print(f"\n{'GPU model, context ' + str(DECODE_CONTEXT):>52} {'weights only':>12} {'+ KV reads':>10} {'ratio':>6} "
+      f"{'USD / M tokens':>15}")
+gpu_rows = {"aws-g5.xlarge": hardware.A10G, "aws-p5.48xlarge": hardware.H100_SXM}
+overstated = {}
+for itype, gpu in gpu_rows.items():
     price = capstone.lookup(itype)
-    for label, nbytes in (("16-bit", 2), ("int8", 1)):
-        for B in (1, 64):
-            # a decode step reads the weights once for B tokens, 2 P B FLOPs: the roofline at intensity 2B/nbytes
-            tps = perf.roofline(2 * B / nbytes, gpu_peak, NOMINAL_BW[gpu]) / (2 * P_7B)
-            usd = perf.run_cost(price.price_per_hour / price.gpus, 1, 1e6 / tps)
-            print(f"{f'7B {label}, B = {B}, 1 GPU of {itype}':>40} {tps:>10.0f} {'model':>6} {usd:>15.4f}")
+    for mname in ("Llama-2-7B (MHA)", "Mistral-7B"):
+        m7 = ef.OPEN_MODELS[mname]
+        for label, w in (("16-bit", 2), ("int8", 1)):
+            for B in (1, 64):
+                label_row = f"{mname}, {label}, B = {B}, 1 GPU of {itype}"
+                need = m7.params * w + B * DECODE_CONTEXT * m7.kv_bytes_per_token()
+                if need > gpu.memory_bytes:
+                    nofit = f"does not fit: {need / 1e9:.0f} GB > {gpu.memory_bytes / 1e9:.0f} GB"
+                    print(f"{label_row:>52} {nofit:>44}")
+                    continue
+                w_only = ef.decode_tokens_per_s(m7, B, DECODE_CONTEXT, gpu, weight_itemsize=w, kv=False)
+                both = ef.decode_tokens_per_s(m7, B, DECODE_CONTEXT, gpu, weight_itemsize=w)
+                overstated[(itype, mname, label, B)] = w_only / both
+                usd = perf.run_cost(price.price_per_hour / price.gpus, 1, 1e6 / both)
+                print(f"{label_row:>52} {w_only:>12.0f} {both:>10.0f} {w_only / both:>6.2f} {usd:>15.4f}")
 print(f"CPU rows priced as one {cpu.instance_type} at {cpu.price_per_hour} USD/h ({cpu.date}); GPU rows per GPU of "
-      f"the instance; GPU tokens/s are roofline predictions from nominal bandwidth and peak, not measurements")
+      f"the instance; GPU tokens/s are roofline predictions from spec-sheet bandwidth and peak, not measurements")
 assert uncached < cached and tput[BATCHES[-1]] > tput[BATCHES[0]]
+mha_64 = overstated[("aws-p5.48xlarge", "Llama-2-7B (MHA)", "16-bit", 64)]
+gqa_64 = overstated[("aws-p5.48xlarge", "Mistral-7B", "16-bit", 64)]
+assert mha_64 > gqa_64 > 1 and overstated[("aws-p5.48xlarge", "Llama-2-7B (MHA)", "16-bit", 1)] < 1.05
+print(f"H100, 16-bit, B = 64, context {DECODE_CONTEXT}: the weights-only model overstates throughput "
+      f"{mha_64:.2f}x for the MHA 7B, {gqa_64:.2f}x for the GQA 7B")
 
 # %% [markdown]
-# Batching is the cheapest lever: the same weights, read once, serve $B$ tokens. In the predicted GPU
-# rows the cost per token falls as $1/B$ as long as decode stays memory-bound; on this CPU it falls by
+# Batching is the cheapest lever: the same weights, read once, serve $B$ tokens. But only the weights
+# are shared: every sequence brings its own cache, and at batch 64 and a few hundred tokens of context
+# the caches of a multi-head 7B model outweigh its weights, so the weights-only model overstates its
+# throughput by the ratio printed above. GQA cuts the cache term fourfold and most of that gap with it;
+# at batch 1 the cache hardly matters. On this CPU the cost per token falls by
 # the measured $S$, far less than $B$, because of the per-token work that batching does not share.
 # Int8 halves the bytes a 16-bit model reads per token, and the predicted memory-bound throughput
 # doubles with it. Our NumPy `int8_linear` does not get that speedup: it widens the codes to float
 # before the product, so it saves memory for storage but not traffic into the arithmetic units; a
 # fused int8 kernel reads the codes themselves. Without the cache a token costs many times what it
 # costs with it at the same context, and the gap grows with the context (Section 4's plot).
+#
+# **Speculative decoding on a GPU.** At batch 1 a decode step is memory-bound, so the target's pass over
+# $k+1$ tokens costs about one step, and a draft step costs the draft's bytes over the bandwidth. Take a
+# pair that shares a tokenizer, Llama-3-70B with Llama-3-8B as its draft, both with int8 weights and a
+# bf16 cache at context `GPU_CONTEXT` on one H200; with the step times from `perf.hardware`, the
+# speed-up at each $k$ for the acceptance rates measured in Section 4, and for three typical ones:
+
+# %%
+big, small_m = ef.OPEN_MODELS["Llama-3-70B"], ef.OPEN_MODELS["Llama-3-8B"]
+gpu_s = hardware.H200
+
+
+def step_time(m, tokens=1):
+    return tokens / ef.decode_tokens_per_s(m, 1, GPU_CONTEXT, gpu_s, weight_itemsize=1, tokens_per_seq=tokens)
+
+
+t_target, t_draft = step_time(big), step_time(small_m)
+c_ratio = t_draft / t_target
+print(f"{gpu_s.name}: target step {t_target * 1e3:.1f} ms, draft step {t_draft * 1e3:.2f} ms (c = {c_ratio:.3f}); "
+      f"verify pass over 9 tokens {step_time(big, 9) * 1e3:.1f} ms")
+alphas = {"measured (Section 4)": None, "a = 0.6": 0.6, "a = 0.8": 0.8, "a = 0.9": 0.9}
+print(f"{'k':>3} " + " ".join(f"{name:>21}" for name in alphas))
+modelled = {name: [] for name in alphas}
+for k in SPEC_KS:
+    cells = []
+    for name, a in alphas.items():
+        a_k = spec[k]["a"] if a is None else a
+        S_k = sp.modelled_speedup(a_k, k, t_target, t_draft, step_time(big, k + 1))
+        modelled[name].append(S_k)
+        cells.append(f"{S_k:>21.2f}")
+    print(f"{k:>3} " + " ".join(cells))
+assert all(abs(sp.modelled_speedup(0.8, k, t_target, t_draft, step_time(big, k + 1))
+               - sp.expected_speedup(0.8, k, c_ratio)) < 0.05 for k in SPEC_KS)
+
+# %% [markdown]
+# With the verify pass costing one step, the modelled speed-up is Leviathan et al.'s
+# $(1 - a^{k+1}) / ((1 - a)(ck + 1))$ (the assert checks the two agree). The modelled GPU can gain more
+# than our CPU at the same acceptance rate because its draft is cheaper relative to the target ($c$
+# above) and its verify pass really is one step. Speculative decoding helps where the step is memory-bound, at small
+# batch; at large batch the step is already compute-heavy, the verify pass is no longer free, and
+# serving engines turn speculation down.
 #
 # ## 8. Exercises
 #
@@ -512,6 +920,19 @@ assert uncached < cached and tput[BATCHES[-1]] > tput[BATCHES[0]]
 # 5. **Sort before batching.** Sort the trace of Section 6 by expected length before forming static
 #    batches. How much padding does it save, and what does it do to the latency of a short request
 #    that arrives behind long ones?
+# 6. **Tiles for decoding.** At decode time attention has one query row and $N$ cached keys, so tiling
+#    the queries does nothing. Split the keys into $S$ chunks instead, let each chunk return its
+#    partial $(m, \ell, \text{acc})$ independently (on a GPU, in parallel: Flash-Decoding), and merge the
+#    partials with the online-softmax rescaling. Implement the merge and check it against
+#    `naive_attention` for several $S$, including chunks of unequal size.
+# 7. **How many KV heads?** For a model of Llama-3-8B's shape (32 layers, 32 query heads of 128) on one
+#    H100 at context 8192 in bf16, compute the largest batch that fits and the modelled decode
+#    throughput at that batch (weights and cache reads, `ef.decode_tokens_per_s`) for 32, 8 and 1 KV
+#    heads. How much of GQA's gain is memory capacity and how much is bandwidth?
+# 8. **The best draft length.** From $S(k) = (1 - a^{k+1}) / ((1 - a)(ck + 1))$, find the $k$ that
+#    maximises the speed-up for $a \in \{0.6, 0.8, 0.9\}$ and $c \in \{0.05, 0.11, 0.3\}$. How does the
+#    best $k$ move with $a$ and with $c$, and what speed-up does it give? Compare with the best $k$
+#    measured in Section 4.
 #
 # ## 9. Research directions
 #
@@ -538,7 +959,27 @@ assert uncached < cached and tput[BATCHES[-1]] > tput[BATCHES[0]]
 #   weights, dominates a decode step; attention kernels that minimise memory traffic, and caches that
 #   store less per token, are both open.
 #   - Dao, Fu, Ermon, Rudra and Re, "FlashAttention: Fast and Memory-Efficient Exact Attention with
-#     IO-Awareness", NeurIPS, 2022. Tiles attention so the score matrix never reaches slow memory.
+#     IO-Awareness", NeurIPS, 2022. Tiles attention so the score matrix never reaches slow memory; the
+#     online softmax and HBM-traffic count of Sections 2-4.
+#   - Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning", ICLR, 2024
+#     (arXiv:2307.08691). Swaps the loops (queries outside, as our `flash_attention` does), parallelises
+#     over the sequence and cuts non-matmul FLOPs: about 2x over FlashAttention on A100.
+#   - Shah, Bikshandi, Zhang, Thakkar, Ramani and Dao, "FlashAttention-3: Fast and Accurate Attention
+#     with Asynchrony and Low-precision", NeurIPS, 2024. Overlaps data movement and matrix units with
+#     warp specialisation on Hopper GPUs and adds FP8 with block quantization; the open question is
+#     how much of this each new accelerator generation must redo by hand.
+#   - Ainslie, Lee-Thorp, de Jong, Zemlyanskiy, Lebron and Sanghai, "GQA: Training Generalized
+#     Multi-Query Transformer Models from Multi-Head Checkpoints", EMNLP, 2023 (arXiv:2305.13245).
+#     Grouped-query attention, and uptraining a multi-head checkpoint into it with 5% of the
+#     pre-training compute; how few KV heads a model can afford is still settled by experiment.
+# - **Speculative decoding.** A draft model's guesses, checked in one pass, turn a memory-bound step
+#   into several tokens without changing the output distribution; the open questions are where the
+#   draft comes from (a smaller model, the target's own early layers, extra heads), how to adapt $k$
+#   to the acceptance rate, and how speculation interacts with large batches, where the step is no
+#   longer memory-bound.
+#   - Leviathan, Kalman and Matias, "Fast Inference from Transformers via Speculative Decoding", ICML,
+#     2023 (arXiv:2211.17192). The rejection rule of Section 2 with its proof that the output
+#     distribution is the target's, and the $(1 - a^{k+1})/(1 - a)$ analysis of Sections 4 and 7.
 #
 # ## What's next
 #

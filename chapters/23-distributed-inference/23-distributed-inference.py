@@ -20,7 +20,9 @@
 # one model over several devices. This chapter simulates replicas exactly, checks the simulation
 # against queueing theory, measures how routing policies and hedged requests change the tail of the
 # latency distribution, runs the decoder tensor-parallel over the communicator, and serves it with Ray
-# Serve over real HTTP.
+# Serve over real HTTP. Then it builds the **fleet** of a language-model service: replicas that cache
+# prompt prefixes behind a router that knows which replica holds which prefix, prefill and decode on
+# separate GPUs with the KV cache sent between them, and an autoscaler that follows the day's load.
 #
 # **Prerequisites:** Chapter 22 (Per-node inference efficiency: the decoder, its KV cache and batching),
 # Chapter 16 (Model and sharded parallelism: column and row splits) and Chapter 5 (Evaluation
@@ -33,12 +35,20 @@ LOADS = [0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95]  # smoke: [0.5, 0.7, 0.9]
 TP_KS = [1, 2, 3, 4, 6, 8]  # smoke: [1, 2, 3, 8]
 HTTP_REQUESTS = 300  # smoke: 120
 HTTP_RATES = [20, 120]
+FLEET_REQUESTS = 3000  # smoke: 300
+FLEET_RATE = 80.0
+DISAGG_REQUESTS = 1500  # smoke: 200
+DAY_HOURS = 24  # smoke: 4
+REAL_PROMPTS = 48  # smoke: 16
 SEED = 0
 
 # %% [markdown]
 # `N_SIM` requests go through each simulation on `C` replicas at the loads $\rho$ in `LOADS`;
 # `TP_KS` are the tensor-parallel world sizes; `HTTP_REQUESTS` real requests are sent to Ray Serve at
-# each rate in `HTTP_RATES` (requests per second).
+# each rate in `HTTP_RATES` (requests per second). The fleet of Sections 2-4 and 7 serves
+# `FLEET_REQUESTS` chat requests at `FLEET_RATE` per second; `DISAGG_REQUESTS` long-prompt requests
+# compare disaggregated with colocated serving; the autoscaler follows a day of `DAY_HOURS` hours; and
+# `REAL_PROMPTS` prompts go through real replica processes.
 #
 # ## 1. Motivation: which ceiling binds
 #
@@ -55,7 +65,7 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from scaleoutai import capstone, cluster, datasets
+from scaleoutai import capstone, cluster, datasets, perf
 from scaleoutai.notebooks import show
 from scaleoutai.serving import replicas as rp
 from scaleoutai.serving import tensor_inference as ti
@@ -95,6 +105,35 @@ print(f"load 0.9 on {C} replicas: L measured {L:.2f} requests in the system, lam
 assert abs(L / lam_w - 1) < 0.1
 
 # %% [markdown]
+# **A replica of a language model** is not a FIFO server. It runs continuous batching (Chapter 24):
+# each iteration **prefills** the prompts it admits (every prompt token at once, compute-bound) and
+# **decodes** one token for every running sequence (memory-bound: every weight and every cached key
+# and value is read). Two latencies matter to a user: the **time to first token** (TTFT: queueing plus
+# prefill) and the **time per output token** (TPOT: one decode iteration, longer whenever a prefill
+# shares it). The iteration's time is the roofline of Chapter 22 on one table of GPUs
+# (`perf.hardware`), for a named model (`efficiency.OPEN_MODELS`): Llama-3-8B on an H100 here.
+#
+# **Prefix caching.** Requests share prefixes: a system prompt, the earlier turns of a chat. A replica
+# keeps the K/V blocks of recent prompts keyed by a **chain hash**, $h_i = \mathrm{hash}(h_{i-1},
+# \text{block}_i)$, so two prompts share block $i$ exactly when they share every token up to its end;
+# a prompt whose first $m$ blocks are cached prefills only the rest. The cache lives on one replica, so
+# the router decides whether a request finds it: **round robin** ignores it, **least loaded** sends the
+# request where the fewest outstanding tokens wait, and a **cache-aware router** (SGLang's router,
+# llm-d's prefix scorer) keeps a copy of every replica's block hashes and sends a request to the replica
+# with its longest cached prefix, unless that replica is more loaded than the least loaded one by a
+# threshold. Without any shared prefix, cache-aware routing *is* least-loaded routing.
+
+# %%
+from scaleoutai.serving import fleet_workload as fw
+from scaleoutai.serving import router as rt
+
+step = rt.iteration_model("Llama-3-8B", "H100 SXM")
+for what, args in (("prefill 2048 tokens", (2048, 0, 0)), ("prefill 64 uncached tokens", (64, 0, 0)),
+                   ("decode 1 sequence at 2048", (0, 1, 2048)), ("decode 64 sequences at 2048", (0, 64, 64 * 2048))):
+    print(f"{what:<28} {step.seconds(*args) * 1e3:6.2f} ms")
+print(f"KV cache per token: {step.kv_bytes_per_token / 1024:.0f} KiB; weights {step.weight_bytes / 1e9:.1f} GB")
+
+# %% [markdown]
 # ## 3. The distribution and communication pattern
 #
 # Replicas share nothing: each request touches one replica (two if hedged), so the only communication
@@ -114,6 +153,15 @@ plt.gca().set(xlabel="latency (service times)", ylabel="share of requests slower
 plt.legend()
 plt.show()
 assert results["power_of_two"].percentile(99) < 0.5 * results["random"].percentile(99)
+
+# %% [markdown]
+# In a fleet of language-model replicas the router also holds **state about the caches**: a copy of
+# each replica's block hashes, updated from what it sends (the prompt) and what comes back (the
+# answer, which the next turn of the chat will repeat). Nothing else crosses between replicas. When
+# prefill and decode run on **different GPUs** (disaggregation, Section 7), a second pattern appears: a
+# point-to-point message per request from a prefill GPU to a decode GPU carrying the prompt's KV cache,
+# $2 \cdot L \cdot n_{kv} \cdot d_h \cdot \text{bytes} \cdot T$ bytes for a prompt of $T$ tokens,
+# costing $\alpha + n\beta$ on the link like every message of Chapter 4.
 
 # %% [markdown]
 # ## 4. A minimal from-scratch implementation in NumPy
@@ -162,6 +210,50 @@ for K in TP_KS:
     held[K] = max(b for _, b in res.values)
 print("tensor-parallel logits == dense for K =", TP_KS)
 print("largest block-weight bytes on one rank:", {K: f"{v / held[1]:.2f}x" for K, v in held.items()})
+
+# %% [markdown]
+# **The fleet.** The prefix cache is an LRU set of block hashes; inserting a prompt touches its blocks
+# leaves first, so a shared system prompt is always newer than the chats hanging off it and is evicted
+# last. The router's three policies are a few lines each.
+
+# %%
+show(rt.block_hashes, rt.PrefixCache, rt.Router)
+
+# %% [markdown]
+# A replica is a loop over iterations. At each boundary it admits waiting requests in order while its
+# batch, its prefill token budget and its KV memory allow, then runs one iteration: the admitted
+# prompts' uncached tokens and one decode token per running sequence. The fleet advances every replica
+# to each arrival's time before the router looks, so the router sees exactly what it would see then.
+
+# %%
+show(rt.Replica.advance, rt.drive)
+
+# %% [markdown]
+# Three references check it. A replica that holds one request at a time is a FIFO server, so with
+# batch 1 the fleet must give exactly the latencies of `replicas.simulate` with each request's service
+# time (its prefill iteration, then one decode iteration per later token). The cache's match must equal
+# a brute-force longest common prefix over every earlier prompt. And with no prefix shared by any two
+# prompts, the cache-aware router must route exactly as least loaded does.
+
+# %%
+small = rt.prepare(fw.prefix_workload(120, 40.0, n_system=3, system_len=(64, 160), user_len=(8, 40),
+                                      output_len=(4, 24), think=0.5, shared=False, seed=SEED), 16)
+fifo = rt.simulate_fleet(small, 3, "round_robin", step, max_batch=1, cache_blocks=0)
+svc_llm = np.array([step.seconds(len(r.prompt), 0, 0) + sum(step.seconds(0, 1, len(r.prompt) + k) for k in range(1, r.max_new))
+                    for r in small])
+ref = rp.simulate(np.array([r.arrival for r in small]), svc_llm, 3, "round_robin")
+assert np.allclose(fifo.finish - fifo.arrival, ref.latency, rtol=1e-12, atol=1e-12)
+same = {p: rt.simulate_fleet(small, 3, p, step, max_batch=8, cache_blocks=64) for p in ("least_loaded", "cache_aware")}
+assert np.array_equal(same["least_loaded"].replica, same["cache_aware"].replica)
+assert same["cache_aware"].hit_rate == 0.0
+shared = rt.prepare(fw.prefix_workload(120, 40.0, n_system=3, system_len=(64, 160), user_len=(8, 40),
+                                       output_len=(4, 24), think=0.5, seed=SEED), 16)
+cache, sent = rt.PrefixCache(10**6), []
+for r in shared:
+    assert cache.match(r.hashes) == fw.reference_prefix_blocks(sent, r.prompt, 16)
+    cache.insert(r.hashes)
+    sent.append(r.prompt)
+print("batch-1 fleet == replicas.simulate; cache == brute-force prefix; cache-aware == least loaded without prefixes")
 
 # %% [markdown]
 # ## 5. The same task with a production library: Ray Serve
@@ -248,6 +340,23 @@ print(f"lognormal service, least outstanding: p99 {p99_plain:.2f} -> {hedged_hea
 assert hedged_heavy.percentile(99) < p99_plain
 
 # %% [markdown]
+# **A hot prefix.** Cache affinity is a load-balancing hazard: the most popular system prompt pulls
+# its requests to the one replica that cached it first. Without the balance threshold the cache-aware
+# router keeps sending them there however long its queue grows; with it (16,384 outstanding tokens
+# here) it gives up the hit and sends the request to the least loaded replica.
+
+# %%
+chats = rt.prepare(fw.prefix_workload(FLEET_REQUESTS, FLEET_RATE, n_system=16, think=10.0, seed=SEED), 16)
+sticky = {name: rt.simulate_fleet(chats, 4, "cache_aware", step, cache_blocks=2000, max_imbalance=mi)
+          for name, mi in (("with threshold", 16384), ("no threshold", float("inf")))}
+for name, res in sticky.items():
+    per = np.bincount(res.replica, minlength=4)
+    print(f"cache-aware, {name:<14}: requests per replica {per.tolist()}, hit rate {res.hit_rate:.1%}, "
+          f"TPOT p99 {np.percentile(res.tpot(), 99) * 1e3:.2f} ms")
+spread = {name: np.ptp(np.bincount(res.replica, minlength=4)) for name, res in sticky.items()}
+assert spread["no threshold"] > spread["with threshold"]
+
+# %% [markdown]
 # ## 7. Evaluation: tail latency against load, and the cost of an SLO
 #
 # The p99 of each policy against load, with the M/M/1 prediction for random routing. Then the question
@@ -290,6 +399,168 @@ assert need["power_of_two"] <= need["random"]
 # chapter. Tensor parallelism pays two all-reduces of $B \cdot T \cdot d$ values per layer, so it is
 # worth it only when the model does not fit or a single request's latency, not throughput, is the target.
 #
+# **The fleet of a language model, by routing policy.** The chat workload of Section 6 (16 system
+# prompts, multi-turn sessions whose every turn repeats the conversation so far) on 4 replicas of
+# Llama-3-8B on H100s, each caching 32,000 tokens of prefixes. Every request is served once and the
+# three policies deliver the same tokens; what changes is how much prefill the fleet repeats.
+
+# %%
+fleet = {p: rt.simulate_fleet(chats, 4, p, step, cache_blocks=2000) for p in rt.POLICIES}
+print(f"{len(chats)} requests at {FLEET_RATE:.0f}/s, mean prompt {np.mean([len(r.prompt) for r in chats]):.0f} tokens")
+print(f"{'policy':>13} {'hit rate':>8} {'TTFT p50':>9} {'TTFT p99':>9} {'TPOT p50':>9} {'TPOT p99':>9} {'tokens/s':>9}")
+for pol, res in fleet.items():
+    s_ = res.summary()
+    assert np.all(res.first > res.arrival) and np.all(res.finish >= res.first)  # each served, in order
+    assert res.output_tokens.sum() == sum(r.max_new for r in chats)
+    print(f"{pol:>13} {s_['hit_rate']:8.1%} {s_['ttft_p50'] * 1e3:6.1f} ms {s_['ttft_p99'] * 1e3:6.1f} ms "
+          f"{s_['tpot_p50'] * 1e3:6.2f} ms {s_['tpot_p99'] * 1e3:6.2f} ms {s_['throughput']:9.0f}")
+assert fleet["cache_aware"].hit_rate > fleet["round_robin"].hit_rate
+assert np.percentile(fleet["cache_aware"].ttft(), 50) < np.percentile(fleet["round_robin"].ttft(), 50)
+plt.figure(figsize=(8, 4))
+for pol, res in fleet.items():
+    t = np.sort(res.ttft()) * 1e3
+    plt.plot(t, np.arange(1, t.size + 1) / t.size, label=f"{pol} (hit rate {res.hit_rate:.0%})")
+plt.xscale("log")
+plt.gca().set(xlabel="time to first token (ms)", ylabel="share of requests", title="4 replicas, chat workload")
+plt.legend()
+plt.show()
+
+# %% [markdown]
+# Round robin and least loaded find the system prompts on every replica (each replica soon holds all
+# 16), but a chat's earlier turns only on the replica that served them; the cache-aware router sends
+# each turn back there, so it repeats the least prefill. The prefill it saves is GPU time every other
+# request gets back: its TTFT falls at the median and its TPOT at the tail.
+#
+# **Prefill/decode disaggregation.** The same four GPUs, either colocated (each prefills and decodes,
+# so a 2048-token prefill stalls every sequence decoding beside it) or split into a prefill pool and a
+# decode pool, with each prompt's KV cache sent over a link between them (DistServe, Splitwise). The
+# link must carry what the prefill pool produces, (prompt tokens per second) x 128 KiB; below that the
+# transfers queue without bound.
+
+# %%
+from scaleoutai.serving import disaggregation as dg
+
+show(dg.simulate_disaggregated)
+long_prompts = dg.uniform_workload(DISAGG_REQUESTS, 12.0, 2048, 100, seed=SEED)
+need_bw = dg.min_link_bandwidth(long_prompts, step)
+colo = dg.simulate_colocated(long_prompts, 4, step)
+links = [0.5e9, 1e9, 2e9, 5e9, 10e9, 25e9, 100e9]
+split = {}
+for n_pre in (1, 2):
+    for bw in links:
+        res, transfer = dg.simulate_disaggregated(long_prompts, n_pre, 4 - n_pre, step, cluster.Network(alpha=1e-5, beta=1 / bw))
+        split[n_pre, bw] = (np.percentile(res.ttft(), 99), np.percentile(res.tpot(), 99), np.percentile(transfer, 99))
+fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+for k, name in ((0, "TTFT p99 (s)"), (1, "TPOT p99 (s)")):
+    for n_pre in (1, 2):
+        ax[k].plot(np.array(links) / 1e9, [split[n_pre, bw][k] for bw in links], "o-", label=f"{n_pre} prefill + {4 - n_pre} decode")
+    ax[k].axhline(np.percentile(colo.ttft() if k == 0 else colo.tpot(), 99), color="k", ls="--", label="colocated, 4 GPUs")
+    ax[k].axvline(need_bw / 1e9, color="grey", ls=":", label="KV output of the prefill pool")
+    ax[k].set(xscale="log", yscale="log", xlabel="link bandwidth (GB/s)", ylabel=name)
+ax[1].legend(fontsize=8)
+fig.suptitle(f"2048-token prompts at 12/s on 4 GPUs: the KV cache is {2048 * step.kv_bytes_per_token / 2**20:.0f} MiB a request")
+plt.show()
+fast, slow = split[2, links[-1]], split[2, links[0]]
+tpot_colo = np.percentile(colo.tpot(), 99)
+print(f"colocated: TTFT p99 {np.percentile(colo.ttft(), 99) * 1e3:.0f} ms, TPOT p99 {tpot_colo * 1e3:.2f} ms; the prefill "
+      f"pool emits {need_bw / 1e9:.2f} GB/s of KV cache")
+print(f"2 + 2 at {links[-1] / 1e9:.0f} GB/s: TTFT p99 {fast[0] * 1e3:.0f} ms, TPOT p99 {fast[1] * 1e3:.2f} ms; "
+      f"at {links[0] / 1e9:.1f} GB/s: TPOT p99 {slow[1] * 1e3:.0f} ms (transfers wait {slow[2]:.0f} s)")
+assert fast[1] < tpot_colo < slow[1]
+
+# %% [markdown]
+# Where disaggregation wins: with a link well above the prefill pool's KV output, the decode GPUs never
+# run a prefill, so the tail of TPOT falls below colocated serving's. Where the transfer kills it: below
+# that output the link, not a GPU, is the bottleneck, and every later request waits behind the caches
+# before it. And the split costs TTFT: 4 GPUs prefilling together queue less than 1 or 2 do, so
+# disaggregation pays off when the TPOT target is the hard one, which is DistServe's argument for
+# sizing the two pools separately against both targets.
+#
+# **Autoscaling to a p99 target over a day.** Traffic follows the day (a sinusoid, trough at midnight,
+# with noise). An autoscaler sizes the fleet every five minutes from the last five minutes' arrival
+# rate: the fewest replicas $c$ whose M/M/c p99 (Erlang C, closed form) meets the target at that rate
+# plus 25% headroom, a new replica serving after a two-minute cold start. Against it: the same replicas
+# provisioned for the peak all day.
+
+# %%
+from scaleoutai.serving import autoscale as au
+
+show(au.autoscale)
+day = DAY_HOURS * 3600.0
+day_arr = au.diurnal_arrivals(day, 2.0, amplitude=0.7, period=day, seed=SEED)
+day_svc = datasets.service_times(day_arr.size, 1.0, seed=SEED + 1)
+slo_p99 = 8.0  # seconds, with a mean service of 1 s
+auto = au.autoscale(day_arr, day_svc, 1.0, slo_p99, day, interval=300, window=300, headroom=0.25, cold_start=120)
+peak = int(auto.schedule[:, 1].max())
+fixed = au.static(day_arr, day_svc, peak, day)
+gpu = capstone.lookup("aws-p5.48xlarge")
+per_gpu_hour = gpu.price_per_hour / gpu.gpus
+hours = np.arange(0, day, 300) / 3600
+fig, ax = plt.subplots(figsize=(8, 4))
+ax.plot(hours, np.histogram(day_arr, np.arange(0, day + 1, 300))[0] / 300, color="grey", label="arrivals / s")
+ax.step(auto.schedule[:, 0] / 3600, auto.schedule[:, 1], where="post", label="replicas asked for")
+ax.axhline(peak, color="k", ls="--", label=f"static at the peak ({peak})")
+ax.set(xlabel="hour", ylabel="requests / s, replicas", title=f"p99 target {slo_p99:.0f} s")
+ax.legend()
+plt.show()
+for name, r in (("autoscaled", auto), ("static at peak", fixed)):
+    print(f"{name:<15} p99 {r.p99():5.2f} s, {r.gpu_seconds / 3600:6.1f} GPU-hours, {r.cost(per_gpu_hour):8.2f} USD "
+          f"({gpu.instance_type}, {per_gpu_hour:.2f} USD per GPU-hour, {gpu.date})")
+assert auto.p99() <= slo_p99 and fixed.p99() <= slo_p99
+assert auto.gpu_seconds < fixed.gpu_seconds
+
+# %% [markdown]
+# The autoscaler meets the same target with the GPU-hours the load needs, not the peak's: the saving is
+# roughly the gap between the mean and the peak of the day. The headroom pays for what a reactive rule
+# cannot see: the five minutes it averages over and the two minutes a new replica takes to load.
+#
+# **The model beside real processes.** Everything above is modelled time. Here the router drives two
+# real replica processes (`cluster.run`, backend `"process"`), each running the NumPy decoder with a
+# prefix cache of real K/V blocks: a replica prefills only the tokens after its longest cached prefix
+# and answers the first token, which must equal the uncached forward's. The prompts share four system
+# prompts; the router sends them four at a time, so least loaded balances within each wave.
+
+# %%
+show(fw.run_prefix_replicas)
+real_model = decoder_init(vocab=256, d_model=64, n_heads=4, n_layers=2, d_ff=256, max_len=256, seed=SEED)
+rng = np.random.default_rng(SEED)
+heads = [rng.integers(0, 256, size=160) for _ in range(4)]
+real_prompts = [np.concatenate([heads[rng.integers(4)], rng.integers(0, 256, size=rng.integers(8, 40))])
+                for _ in range(REAL_PROMPTS)]
+want_first = [int(np.argmax(decoder_forward(real_model, p[None])[0, -1])) for p in real_prompts]
+real = cluster.run(fw.run_prefix_replicas, 3, backend="process", args=(real_model, real_prompts, list(rt.POLICIES)),
+                   kwargs={"wave": 4, "max_imbalance": 400}, timeout=600, quiet=True).values[0]
+new_tokens = {p: np.array([len(q) for q in real_prompts]) - r["cached"] for p, r in real.items()}
+fit = perf.fit_alpha_beta(np.concatenate(list(new_tokens.values())), np.concatenate([r["compute"] for r in real.values()]))
+print(f"prefill on this CPU: {fit.alpha * 1e3:.1f} ms + {fit.beta * 1e6:.0f} us per uncached token (R^2 {fit.r2:.2f})")
+print(f"{'policy':>13} {'hit rate':>8} {'TTFT measured':>14} {'TTFT model':>11} {'measured/model':>15}")
+for pol, r in real.items():
+    assert r["first"].tolist() == want_first  # every answer is the uncached decoder's
+    copies = [rt.PrefixCache(10**9) for _ in range(2)]  # what the router believes each replica holds
+    for i, q in enumerate(real_prompts):
+        h = rt.block_hashes(q, 16)
+        assert r["cached"][i] == min(copies[r["replica"][i]].match(h) * 16, len(q) - 1)
+        copies[r["replica"][i]].insert(h)
+    pred = fit.predict(new_tokens[pol])
+    model_ttft = np.zeros(len(pred))  # a wave's prompts queue on their replica in the order sent
+    for lo in range(0, len(pred), 4):
+        for j in (0, 1):
+            idx = [i for i in range(lo, min(lo + 4, len(pred))) if r["replica"][i] == j]
+            model_ttft[idx] = np.cumsum(pred[idx])
+    hit = r["cached"].sum() / sum(len(q) for q in real_prompts)
+    print(f"{pol:>13} {hit:8.1%} {r['ttft'].mean() * 1e3:11.1f} ms {model_ttft.mean() * 1e3:8.1f} ms "
+          f"{r['ttft'].mean() / model_ttft.mean():15.2f}")
+assert real["cache_aware"]["cached"].sum() >= real["round_robin"]["cached"].sum()
+
+# %% [markdown]
+# The hit rates are exact: every real replica reused exactly the prefix the router's copy of its cache
+# predicted (asserted above). The times
+# are a linear fit of prefill seconds against uncached tokens (the alpha-beta fit of Chapter 3, on this
+# CPU's NumPy decoder) summed along each replica's queue; the ratio column says how far apart the
+# measured and modelled TTFT are. The gap is what the model leaves out: the messages between processes,
+# the copy of cached K/V into a fresh cache, and, on a shared machine, the other processes taking the
+# cores (CI runs this on two).
+#
 # ## 8. Exercises
 #
 # 1. **Join the shortest queue with stale information.** Let the router see outstanding counts that are
@@ -309,6 +580,15 @@ assert need["power_of_two"] <= need["random"]
 #    folding each into a running softmax, so that no rank builds the $T \times T$ scores and a block
 #    reaches only the ranks that may see it; the result must equal one machine's block stack for any
 #    $K$, uneven and empty chunks, in float32 and float64 (`labs/lab23-ring-attention-prefill`).
+# 7. **Replicate the hot prefix.** Section 6's hot system prompt overloads one replica or loses its
+#    hits. Let the cache-aware router keep a prompt's prefix on the $k$ replicas that hold it and pick
+#    the least loaded of them (Preble and llm-d do a version of this). Sweep $k$ from 1 to 4 on the chat
+#    workload: plot hit rate and TTFT p99 against $k$. Which $k$ wins, and how does it depend on the
+#    popularity of the hottest prompt?
+# 8. **Size the two pools.** For 2048-token prompts, 100 output tokens, a 25 GB/s link and targets of
+#    TTFT p99 $\le$ 300 ms and TPOT p99 $\le$ 6 ms, find the highest arrival rate each split of 4 GPUs
+#    (colocated, 1+3, 2+2, 3+1) serves within both targets (its goodput). Which split wins, and at what
+#    prompt length does the answer change?
 #
 # ## 9. Research directions
 #
@@ -331,6 +611,15 @@ assert need["power_of_two"] <= need["random"]
 #   - Zhong et al., "DistServe: Disaggregating Prefill and Decoding for Goodput-optimized Large Language
 #     Model Serving", OSDI, 2024. Sizes and places prefill and decode replicas separately to maximise the
 #     request rate that meets both the first-token and the per-token latency targets.
+# - **Routing by what a replica remembers.** A replica's KV cache makes requests unequal: the right
+#   replica for a prompt is the one holding its prefix, until that replica is overloaded. How to trade
+#   hits against balance online, with an approximate view of every cache, is open.
+#   - Zheng et al., "SGLang: Efficient Execution of Structured Language Model Programs", NeurIPS, 2024.
+#     RadixAttention: an LRU radix tree of KV blocks that reuses shared prefixes automatically.
+#   - Srivatsa et al., "Preble: Efficient Distributed Prompt Scheduling for LLM Serving", ICLR, 2025.
+#     Schedules prompts over GPUs by their shared prefixes and the load, replicating hot prefixes.
+#   - Sun et al., "Llumnix: Dynamic Scheduling for Large Language Model Serving", OSDI, 2024. Migrates
+#     running requests, with their KV caches, between replicas to rebalance load and isolate priorities.
 # - **Spending idle compute to cut decode latency.** Token-by-token decoding is memory-bound, so a replica
 #   has arithmetic to spare; guessing several tokens cheaply and checking them in one pass turns it into
 #   lower latency, but how that interacts with batching and with a shared fleet is still open.

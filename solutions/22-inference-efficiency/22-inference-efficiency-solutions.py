@@ -333,3 +333,110 @@ best = min(4 * (w8[list(g)].max() + w8[[i for i in range(8) if i not in g]].max(
            for g in itertools.combinations(range(8), 4))
 s8 = np.sort(w8)
 assert 4 * (s8[:4].max() + s8[4:].max()) == best
+
+# %% [markdown]
+# ## Exercise 6 (coding): tiles for decoding, merged with the online softmax
+#
+# **Answer.** For one query row $q$ and a chunk $c$ of keys, compute the chunk's scores
+# $s_c = qK_c^\top/\sqrt{d_h}$, its maximum $m_c$, its denominator $\ell_c = \sum e^{s_c - m_c}$ and its
+# unnormalised output $a_c = e^{s_c - m_c} V_c$. The chunks are independent (on a GPU each goes to its
+# own thread block, which is what makes Flash-Decoding fast when one query cannot fill the machine).
+# The merge is the same rescaling as the online softmax: with $m = \max_c m_c$,
+#
+# $$o = \frac{\sum_c e^{m_c - m} a_c}{\sum_c e^{m_c - m} \ell_c},$$
+#
+# exact for any split, because every partial sum is moved to the common reference maximum $m$ by exactly
+# the factor that separates it from its own. Chunks of unequal size change nothing. The code checks
+# the merge against `naive_attention` for 1 to 7 chunks of random sizes and against a merge that forgets
+# the rescaling (the control that must fail).
+
+# %%
+from scaleoutai.serving import flash_attention as fa
+
+
+def partial_attention(q, K, V):
+    """(m, l, acc) of one chunk: its max score, denominator and unnormalised output."""
+    s = K @ q / np.sqrt(q.shape[-1])
+    m = s.max()
+    p = np.exp(s - m)
+    return m, p.sum(), p @ V
+
+
+def merge(parts, rescale=True):
+    m = max(pm for pm, _, _ in parts)
+    w = [np.exp(pm - m) if rescale else 1.0 for pm, _, _ in parts]
+    return sum(wi * a for wi, (_, _, a) in zip(w, parts)) / sum(wi * l for wi, (_, l, _) in zip(w, parts))
+
+
+N6, d6 = 300, 16
+q6, K6, V6 = rng.standard_normal(d6) * 3, rng.standard_normal((N6, d6)) * 3, rng.standard_normal((N6, d6))
+want6 = fa.naive_attention(q6[None], K6, V6)[0]
+for S in range(1, 8):
+    cuts = np.sort(rng.choice(np.arange(1, N6), size=S - 1, replace=False))
+    bounds = np.r_[0, cuts, N6]
+    parts = [partial_attention(q6, K6[a:b], V6[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    np.testing.assert_allclose(merge(parts), want6, rtol=1e-12, atol=1e-12)
+    if S > 1:
+        assert not np.allclose(merge(parts, rescale=False), want6, atol=1e-3)
+print("split-K decoding attention merged with the online-softmax rescaling == naive attention for 1..7 chunks")
+
+# %% [markdown]
+# ## Exercise 7 (analysis): how many KV heads?
+#
+# **Answer.** With 32 layers, heads of 128 and bf16, a token costs $2 \cdot 32 \cdot n_{kv} \cdot 128
+# \cdot 2 = 16384\,n_{kv}$ bytes: 512 KiB for 32 KV heads (MHA), 128 KiB for 8, 16 KiB for 1 (MQA). At
+# context 8192 a sequence then needs 4 GiB, 1 GiB or 128 MiB. An 80 GB H100 holding 16 GB of bf16
+# weights admits about 14, 59 and 476 sequences. At the batch that fills memory, a decode step reads
+# the whole memory, weights and caches, so its time is about memory / bandwidth (24 ms) whatever
+# $n_{kv}$: the step time barely changes and the throughput grows with the batch, that is, with the
+# capacity. GQA's gain at the memory limit is therefore almost entirely capacity (more sequences per
+# pass over the weights); its bandwidth gain shows at a fixed batch, where each step reads fewer cache
+# bytes. The code computes both: the throughput at the largest batch, and the throughput at a fixed
+# batch of 14 for the three head counts.
+
+# %%
+from scaleoutai.perf import hardware
+
+shape = dict(params=8.03e9, n_layers=32, n_heads=32, head_dim=128)
+rows = {}
+for G in (32, 8, 1):
+    m = ef.ModelShape(f"Llama-3-8B shape, {G} KV heads", n_kv_heads=G, **shape)
+    B_max = ef.max_batch(m, 8192, hardware.H100_SXM.memory_bytes)
+    rows[G] = (m.kv_bytes_per_token(), B_max, ef.decode_tokens_per_s(m, B_max, 8192, hardware.H100_SXM),
+               ef.decode_tokens_per_s(m, 14, 8192, hardware.H100_SXM))
+    print(f"{G:>2} KV heads: {rows[G][0] // 1024:>3} KiB/token, batch {B_max:>3} fits, {rows[G][2]:7.0f} tokens/s "
+          f"at that batch, {rows[G][3]:6.0f} tokens/s at batch 14")
+assert rows[32][0] == 4 * rows[8][0] == 32 * rows[1][0] == 512 * 1024
+assert rows[32][1] < rows[8][1] < rows[1][1] and rows[8][1] >= 4 * rows[32][1] - 4
+step = {G: rows[G][1] / rows[G][2] for G in rows}  # seconds per step at the largest batch
+assert max(step.values()) / min(step.values()) < 1.15  # a full-memory step reads ~all of memory: same time
+assert rows[1][3] > rows[8][3] > rows[32][3]  # at a fixed batch, fewer KV heads = fewer bytes per step
+
+# %% [markdown]
+# ## Exercise 8 (analysis): the best draft length
+#
+# **Answer.** $S(k) = (1 - a^{k+1}) / ((1 - a)(ck + 1))$ has no closed-form maximiser, but it is
+# unimodal in $k$: the numerator's gains $a^{k+1}$ shrink geometrically while the cost grows linearly.
+# Evaluating it for $k = 1..20$: the best $k$ grows with the acceptance rate $a$ (a long draft only pays
+# if it usually survives) and falls as the draft gets more expensive ($c$ up). For $a = 0.8$ it is 6 at
+# $c = 0.11$ (a speed-up of about 2.4) and 8 at $c = 0.05$ (about 3.1); for $a = 0.6$ and $c = 0.3$ the
+# best is $k = 1$ and speculation gains only about 1.2x. Section 4's measured best $k$ on the CPU tends
+# to be smaller than the formula's for its acceptance rate, because a NumPy draft step costs a larger
+# share of a target step than the ratio of their weights suggests (Python overhead per call) and the
+# verify pass costs more than one step.
+
+# %%
+from scaleoutai.serving import speculative as sp
+
+ks = np.arange(1, 21)
+best = {}
+for a in (0.6, 0.8, 0.9):
+    for c in (0.05, 0.11, 0.3):
+        S = np.array([sp.expected_speedup(a, int(k), c) for k in ks])
+        best[a, c] = (int(ks[S.argmax()]), float(S.max()))
+        print(f"a = {a}, c = {c:4}: best k = {best[a, c][0]:>2}, speed-up {best[a, c][1]:.2f}")
+for c in (0.05, 0.11, 0.3):
+    assert best[0.6, c][0] <= best[0.8, c][0] <= best[0.9, c][0]  # more acceptance -> longer drafts
+for a in (0.6, 0.8, 0.9):
+    assert best[a, 0.05][0] >= best[a, 0.11][0] >= best[a, 0.3][0]  # dearer drafts -> shorter drafts
+    assert best[a, 0.05][1] > best[a, 0.3][1]

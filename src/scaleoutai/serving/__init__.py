@@ -3,15 +3,22 @@
 NumPy, the communicator and the shared layers only; the production stack (torchao, transformers,
 Ray Serve, FAISS, MLflow's registry, river) runs beside these in the chapters and the tests.
 
-    decoder           Ch22, 24  a tiny decoder-only language model in NumPy with a pluggable KV cache
+    decoder           Ch22, 24  a tiny decoder-only language model in NumPy (MHA, GQA, MQA) with a pluggable KV cache
+    flash_attention   Ch22  tiled attention with the online softmax beside naive attention; HBM traffic of both
+    speculative       Ch22  speculative decoding: the rejection rule, draft/verify rounds, Leviathan's expected speed-up
     quantize          Ch22  symmetric int8 weights per channel / per tensor, weight-only and dynamic int8 linear
-    efficiency        Ch22  KV-cache bytes, prefill/decode FLOPs and bytes on the measured roofline, static
-                            batching and padding waste, our weights in a transformers GPT-2
+    efficiency        Ch22  KV-cache bytes per token with KV heads, named open models, prefill/decode FLOPs and
+                            bytes on the roofline (weights and KV reads), padding waste, our weights in GPT-2
     replicas          Ch23  replicated FIFO servers: routing policies, hedged requests, M/M/1 and Erlang C
     tensor_inference  Ch23  the decoder tensor-parallel over the communicator, equal to dense
+    router            Ch23  a fleet of continuous-batching replicas: round-robin, least-loaded, cache-aware routing
+    fleet_workload    Ch23  multi-turn chats sharing system prompts; real replica processes behind the router
+    disaggregation    Ch23  prefill/decode pools with the KV cache sent on the alpha-beta link, against colocated
+    autoscale         Ch23  diurnal load, M/M/c p99 capacity, an autoscaler against peak provisioning, with cost
     loadgen           Ch23  an open-loop HTTP load generator, and the decoder served by Ray Serve
     paged_cache       Ch24  block allocator (block tables, refcounts, copy-on-write, prefix sharing), paged KV cache
-    llm               Ch24  continuous vs static batching over the paged cache, preemption by recompute or swap
+    llm               Ch24  continuous vs static batching over the paged cache, chunked prefill under a token
+                            budget, TTFT/TPOT/goodput, preemption by recompute or swap
     vectors           Ch25  exact k-NN, sharded scatter-gather equal to brute force, recall@k
     ivf               Ch25  k-means coarse quantizer, IVF (nprobe), product quantization
     hnsw              Ch25  HNSW graphs, deterministic given the seed

@@ -11,8 +11,15 @@ are random from a seed (nothing is downloaded). Two ways to run it:
   pair of methods. Projections and the MLP run batched over the B sequences; attention runs per
   sequence because the sequences have different lengths (the ragged part continuous batching adds).
 
-Invariant (tested): greedy decoding with any correct cache emits exactly the tokens that
-``reference_generate`` emits by re-running the whole prefix every step.
+Grouped-query attention (GQA, Ch22 Section 2): ``n_kv_heads`` key/value heads serve the ``n_heads``
+query heads, query head h reading KV head h // (n_heads / n_kv_heads); Wk and Wv are (d, n_kv_heads *
+d_h) and the cache stores n_kv_heads * d_h numbers per token per layer for K and for V. n_kv_heads =
+n_heads is multi-head attention (the default, the course's decoder of every earlier chapter), 1 is
+multi-query attention (MQA).
+
+Invariants (tested): greedy decoding with any correct cache emits exactly the tokens that
+``reference_generate`` emits by re-running the whole prefix every step; a GQA decoder equals the
+multi-head decoder whose K/V heads are its own repeated (``repeat_kv_heads``).
 """
 from __future__ import annotations
 
@@ -34,19 +41,48 @@ class KVCache(Protocol):
 
 
 def decoder_init(vocab: int = 64, d_model: int = 32, n_heads: int = 4, n_layers: int = 2, d_ff: int = 64,
-                 max_len: int = 128, seed: int = 0, dtype: Any = np.float64) -> Params:
-    """Random weights from ``seed``; ``params["config"]`` records the shape so nothing else must."""
-    if min(vocab, d_model, n_heads, n_layers, d_ff, max_len) < 1:
+                 max_len: int = 128, seed: int = 0, dtype: Any = np.float64, n_kv_heads: int | None = None
+                 ) -> Params:
+    """Random weights from ``seed``; ``params["config"]`` records the shape so nothing else must.
+    ``n_kv_heads`` (default ``n_heads``: multi-head attention) must divide ``n_heads``; with fewer KV heads
+    Wk and Wv keep the first n_kv_heads * d_h columns of the multi-head draw."""
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if min(vocab, d_model, n_heads, n_layers, d_ff, max_len, n_kv_heads) < 1:
         raise ValueError("every size of the decoder must be a positive integer")
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads} (each KV head serves a group)")
     rng = np.random.default_rng(seed)
     blocks = [nn.block_init(d_model, n_heads, d_ff, seed=seed + 1 + i, dtype=dtype) for i in range(n_layers)]
+    kv = n_kv_heads * (d_model // n_heads)
+    for b in blocks:
+        b["Wk"], b["Wv"] = b["Wk"][:, :kv].copy(), b["Wv"][:, :kv].copy()
     return {"config": {"vocab": vocab, "d_model": d_model, "n_heads": n_heads, "n_layers": n_layers,
-                       "d_ff": d_ff, "max_len": max_len},
+                       "d_ff": d_ff, "max_len": max_len, "n_kv_heads": n_kv_heads},
             "tok": rng.standard_normal((vocab, d_model)).astype(dtype),
             "pos": (0.1 * rng.standard_normal((max_len, d_model))).astype(dtype),
             "blocks": blocks,
             "lnf_g": np.ones(d_model, dtype=dtype), "lnf_b": np.zeros(d_model, dtype=dtype),
             "head": (rng.standard_normal((d_model, vocab)) / np.sqrt(d_model)).astype(dtype)}
+
+
+def kv_width(params_or_config: Any) -> int:
+    """Numbers per token per layer in the K (and in the V) cache: n_kv_heads * d_model / n_heads."""
+    cfg = params_or_config.get("config", params_or_config)
+    return cfg.get("n_kv_heads", cfg["n_heads"]) * (cfg["d_model"] // cfg["n_heads"])
+
+
+def repeat_kv_heads(params: Params) -> Params:
+    """The multi-head decoder equal to a GQA one: every KV head's columns of Wk and Wv repeated for each
+    query head of its group (weights shared, not copied, elsewhere)."""
+    cfg = params["config"]
+    H, G = cfg["n_heads"], cfg.get("n_kv_heads", cfg["n_heads"])
+    dh = cfg["d_model"] // H
+
+    def rep(W: np.ndarray) -> np.ndarray:
+        return np.repeat(W.reshape(W.shape[0], G, dh), H // G, axis=1).reshape(W.shape[0], H * dh)
+
+    blocks = [dict(b, Wk=rep(b["Wk"]), Wv=rep(b["Wv"])) for b in params["blocks"]]
+    return dict(params, blocks=blocks, config=dict(cfg, n_kv_heads=H))
 
 
 def _check_tokens(params: Params, tokens: np.ndarray, positions: np.ndarray) -> None:
@@ -63,20 +99,25 @@ def decoder_forward(params: Params, tokens: np.ndarray) -> np.ndarray:
     tokens = np.atleast_2d(np.asarray(tokens))
     T = tokens.shape[1]
     _check_tokens(params, tokens, np.arange(T))
+    cfg = params["config"]
+    if cfg.get("n_kv_heads", cfg["n_heads"]) != cfg["n_heads"]:
+        params = repeat_kv_heads(params)  # the reference: GQA is MHA with each K/V head repeated
     x = params["tok"][tokens] + params["pos"][:T]
     for bp in params["blocks"]:
-        x, _ = nn.block_forward(bp, x, params["config"]["n_heads"])
+        x, _ = nn.block_forward(bp, x, cfg["n_heads"])
     h, _ = nn.layer_norm_forward(x, params["lnf_g"], params["lnf_b"])
     return h @ params["head"]
 
 
 def _attend(q: np.ndarray, K: np.ndarray, V: np.ndarray, n_heads: int) -> np.ndarray:
     """One query row against T cached rows: softmax(q K^T / sqrt(d_h)) V per head; no mask is needed
-    because the cache holds only positions at or before the query's."""
+    because the cache holds only positions at or before the query's. K and V hold G = K.shape[1] / d_h
+    KV heads; the n_heads / G query heads of a group attend to their KV head together (GQA)."""
     d = q.shape[-1]
     dh = d // n_heads
-    qh, Kh, Vh = q.reshape(n_heads, 1, dh), K.reshape(-1, n_heads, dh).transpose(1, 0, 2), \
-        V.reshape(-1, n_heads, dh).transpose(1, 0, 2)
+    G = K.shape[-1] // dh
+    qh, Kh, Vh = q.reshape(G, n_heads // G, dh), K.reshape(-1, G, dh).transpose(1, 0, 2), \
+        V.reshape(-1, G, dh).transpose(1, 0, 2)
     s = qh @ Kh.transpose(0, 2, 1) / float(np.sqrt(dh))
     s = s - s.max(axis=-1, keepdims=True)
     p = np.exp(s)
@@ -111,16 +152,17 @@ def decode_step(params: Params, tokens: np.ndarray, positions: np.ndarray, cache
 
 
 class ContiguousCache:
-    """The simple cache: a (layers, sequences, max_len, d_model) array pair reserved up front.
+    """The simple cache: a (layers, sequences, max_len, kv_width) array pair reserved up front, kv_width =
+    n_kv_heads * d_h (d_model for multi-head attention).
 
-    Memory is n_layers * sequences * max_len * 2 * d_model * itemsize whatever the sequences' real
+    Memory is n_layers * sequences * max_len * 2 * kv_width * itemsize whatever the sequences' real
     lengths: the waste that paging (Ch24) removes.
     """
 
     def __init__(self, params: Params, sequences: int, max_len: int | None = None):
         cfg = params["config"]
         self.max_len = max_len or cfg["max_len"]
-        shape = (cfg["n_layers"], sequences, self.max_len, cfg["d_model"])
+        shape = (cfg["n_layers"], sequences, self.max_len, kv_width(cfg))
         self.k = np.zeros(shape, dtype=params["tok"].dtype)
         self.v = np.zeros(shape, dtype=params["tok"].dtype)
 

@@ -1,14 +1,16 @@
 """One node serving the tiny decoder: KV-cache memory, static batching, the prefill/decode roofline
 (Chapter 22, Sections 2, 4, 6 and 7). Quantization lives in ``serving.quantize``.
 
-Counts for the decoder of ``serving.decoder`` with L layers, width d, MLP width d_ff, vocabulary V:
+Counts for the decoder of ``serving.decoder`` with L layers, width d, MLP width d_ff, vocabulary V,
+n_kv KV heads of size d_h (kv = n_kv d_h; kv = d for multi-head attention):
 
-- matrix weights P = L (4 d^2 + 2 d d_ff) + d V (the head); each weight is one multiply-add per
-  token, so a token costs 2 P FLOPs in the matrices plus 4 L t d in attention at context t;
-- KV cache: 2 (K and V) * L * T * d * itemsize bytes per sequence of T tokens;
+- matrix weights P = L (2 d^2 + 2 d kv + 2 d d_ff) + d V (the head); each weight is one multiply-add
+  per token, so a token costs 2 P FLOPs in the matrices plus 4 L t d in attention at context t;
+- KV cache: 2 (K and V) * L * n_kv * d_h * itemsize bytes per token, times T tokens per sequence;
 - prefill of T tokens: 2 P T + 2 L T^2 d FLOPs, weights read once -> intensity ~ T;
 - decode of one token for each of B sequences: B (2 P + 4 L t d) FLOPs, but every weight is read every
-  step -> intensity ~ B (for short contexts): decode is memory-bound unless B is large.
+  step, and so is every sequence's cache -> intensity ~ B (for short contexts): decode is memory-bound
+  unless B is large, and at long contexts the KV reads, not the weights, dominate (``decode_tokens_per_s``).
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import perf
-from .decoder import ContiguousCache, Params, decode_step
+from ..perf import hardware
+from .decoder import ContiguousCache, Params, decode_step, kv_width, repeat_kv_heads
 
 
 def _config(params_or_config: Any) -> dict[str, int]:
@@ -31,17 +34,76 @@ def _config(params_or_config: Any) -> dict[str, int]:
 
 
 def matrix_params(params_or_config: Any) -> int:
-    """P = L (4 d^2 + 2 d d_ff) + d V: the weights every token multiplies (biases and norms excluded)."""
+    """P = L (2 d^2 + 2 d kv + 2 d d_ff) + d V: the weights every token multiplies (biases and norms
+    excluded); kv = n_kv_heads * d_h is d for multi-head attention, so P = L (4 d^2 + 2 d d_ff) + d V."""
     c = _config(params_or_config)
-    return c["n_layers"] * (4 * c["d_model"] ** 2 + 2 * c["d_model"] * c["d_ff"]) + c["d_model"] * c["vocab"]
+    d = c["d_model"]
+    return c["n_layers"] * (2 * d * d + 2 * d * kv_width(c) + 2 * d * c["d_ff"]) + d * c["vocab"]
+
+
+def kv_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, itemsize: int = 2) -> int:
+    """2 * n_layers * n_kv_heads * head_dim * itemsize: a K and a V vector per KV head per layer per token
+    (Llama-3-8B, 32 layers, 8 KV heads of 128, bf16: 131072 bytes = 128 KiB)."""
+    if min(n_layers, n_kv_heads, head_dim, itemsize) < 1:
+        raise ValueError("layers, KV heads, head size and itemsize must be positive")
+    return 2 * n_layers * n_kv_heads * head_dim * itemsize
 
 
 def kv_cache_bytes(params_or_config: Any, tokens: int, sequences: int = 1, itemsize: int = 8) -> int:
-    """2 * n_layers * tokens * d_model * itemsize per sequence: a K row and a V row per layer per token."""
+    """kv_bytes_per_token * tokens * sequences for our decoder: 2 * n_layers * tokens * n_kv_heads * d_h
+    * itemsize per sequence (n_kv_heads * d_h = d_model for multi-head attention)."""
     if tokens < 0 or sequences < 0:
         raise ValueError(f"tokens and sequences must be >= 0, got {tokens} and {sequences}")
     c = _config(params_or_config)
-    return 2 * c["n_layers"] * tokens * c["d_model"] * itemsize * sequences
+    dh = c["d_model"] // c["n_heads"]
+    return kv_bytes_per_token(c["n_layers"], kv_width(c) // dh, dh, itemsize) * tokens * sequences
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What a model's config.json says about its KV cache and weights: layers, query and KV heads, head
+    size, and the parameter count (for the weight bytes)."""
+
+    name: str
+    params: float
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+
+    def kv_bytes_per_token(self, itemsize: int = 2) -> int:
+        return kv_bytes_per_token(self.n_layers, self.n_kv_heads, self.head_dim, itemsize)
+
+
+# from each model's public config.json (num_hidden_layers, num_attention_heads, num_key_value_heads,
+# hidden_size / num_attention_heads); parameters as the model cards state them
+OPEN_MODELS: dict[str, ModelShape] = {m.name: m for m in (
+    ModelShape("Llama-2-7B (MHA)", 6.74e9, 32, 32, 32, 128),
+    ModelShape("Llama-3-8B", 8.03e9, 32, 32, 8, 128),
+    ModelShape("Llama-3-70B", 70.6e9, 80, 64, 8, 128),
+    ModelShape("Mistral-7B", 7.24e9, 32, 32, 8, 128),
+    ModelShape("Qwen2.5-7B", 7.62e9, 28, 28, 4, 128),
+    ModelShape("SmolLM2-135M", 0.135e9, 30, 9, 3, 64))}
+
+
+def max_batch(model: ModelShape, context: int, memory_bytes: float, itemsize: int = 2,
+              reserve: float = 0.0) -> int:
+    """Sequences of ``context`` tokens whose KV caches fit beside the weights: floor((memory - reserve -
+    P itemsize) / (context * kv_bytes_per_token)); 0 when the weights alone do not fit."""
+    free = memory_bytes - reserve - model.params * itemsize
+    return max(0, int(free // (context * model.kv_bytes_per_token(itemsize)))) if context > 0 else 0
+
+
+def decode_tokens_per_s(model: ModelShape, batch: int, context: int, gpu: Any, itemsize: int = 2,
+                        kv: bool = True, weight_itemsize: float | None = None, tokens_per_seq: int = 1) -> float:
+    """Modelled decode throughput: B n / t_step, t_step = max((P w + B t kv_per_token) / bandwidth,
+    2 P B n / peak) from ``perf.hardware`` (w = ``weight_itemsize``, default ``itemsize``: int8 weights
+    with a bf16 cache are w = 1, itemsize = 2; n = ``tokens_per_seq`` tokens scored per sequence per
+    step, k + 1 for a speculative verify pass). ``kv=False`` drops the cache reads (weights only)."""
+    w = itemsize if weight_itemsize is None else weight_itemsize
+    kv_read = batch * context * model.kv_bytes_per_token(itemsize) if kv else 0
+    flops = 2 * model.params * batch * tokens_per_seq
+    return batch * tokens_per_seq / hardware.decode_step_seconds(model.params * w, kv_read, flops, gpu)
 
 
 @dataclass(frozen=True)
@@ -58,25 +120,25 @@ class StepCost:
 
 def prefill_cost(params_or_config: Any, T: int, batch: int = 1, itemsize: int = 8) -> StepCost:
     """Prefill T tokens of ``batch`` prompts in one call: B (2 P T + 2 L T^2 d) FLOPs; bytes = the weights
-    once + the KV cache written (B * 2 L T d) + the activations in and out (2 B T d), times itemsize."""
+    once + the KV cache written (B * 2 L T kv) + the activations in and out (2 B T d), times itemsize."""
     if T < 1 or batch < 1:
         raise ValueError(f"T and batch must be >= 1, got T={T}, batch={batch}")
     c = _config(params_or_config)
-    P, L, d = matrix_params(c), c["n_layers"], c["d_model"]
+    P, L, d, kv = matrix_params(c), c["n_layers"], c["d_model"], kv_width(c)
     flops = batch * (2 * P * T + 2 * L * T * T * d)
-    nbytes = itemsize * (P + batch * 2 * L * T * d + 2 * batch * T * d)
+    nbytes = itemsize * (P + batch * 2 * L * T * kv + 2 * batch * T * d)
     return StepCost(float(flops), float(nbytes))
 
 
 def decode_cost(params_or_config: Any, context: int, batch: int = 1, itemsize: int = 8) -> StepCost:
     """One decode step for ``batch`` sequences at ``context`` cached tokens: B (2 P + 4 L t d) FLOPs;
-    bytes = every weight once + each sequence's cache read (2 L t d) + its activations (2 d)."""
+    bytes = every weight once + each sequence's cache read (2 L t kv) + its activations (2 d)."""
     if context < 0 or batch < 1:
         raise ValueError(f"context must be >= 0 and batch >= 1, got context={context}, batch={batch}")
     c = _config(params_or_config)
-    P, L, d = matrix_params(c), c["n_layers"], c["d_model"]
+    P, L, d, kv = matrix_params(c), c["n_layers"], c["d_model"], kv_width(c)
     flops = batch * (2 * P + 4 * L * context * d)
-    nbytes = itemsize * (P + batch * (2 * L * context * d + 2 * d))
+    nbytes = itemsize * (P + batch * (2 * L * context * kv + 2 * d))
     return StepCost(float(flops), float(nbytes))
 
 
@@ -178,13 +240,15 @@ def to_gpt2(params: Params) -> Any:
     """A ``transformers`` GPT2LMHeadModel (float64, eval mode) holding our decoder's weights (Section 5).
 
     Same architecture: pre-LN blocks, tanh GELU ("gelu_new"), learned positions, final LN (eps 1e-5),
-    untied head. GPT-2's Conv1D stores (in, out) like our x @ W, so Wq|Wk|Wv concatenate into c_attn;
-    our attention has no biases, so c_attn's and c_proj's are zero. Needs torch and transformers (imported
-    here, not at module import); nothing is downloaded.
+    untied head; a GQA decoder goes in as its multi-head equivalent (``repeat_kv_heads``). GPT-2's Conv1D
+    stores (in, out) like our x @ W, so Wq|Wk|Wv concatenate into c_attn; our attention has no biases, so
+    c_attn's and c_proj's are zero. Needs torch and transformers (imported here, not at module import);
+    nothing is downloaded.
     """
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    params = repeat_kv_heads(params)  # GPT-2 has one K/V head per query head: GQA as its MHA equivalent
     c = _config(params)
     cfg = GPT2Config(vocab_size=c["vocab"], n_embd=c["d_model"], n_layer=c["n_layers"], n_head=c["n_heads"],
                      n_positions=c["max_len"], n_inner=c["d_ff"], activation_function="gelu_new",
