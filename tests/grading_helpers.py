@@ -4,28 +4,47 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-RING = '''
+HONEST = '''
 import numpy as np
 
-def ring_allreduce(comm, x):
+def halving_doubling_allreduce(comm, x):
     K, r = comm.size, comm.rank
-    chunks = [c.copy() for c in np.array_split(x, K)]
-    if K == 1:
-        return x.copy()
-    for s in range(K - 1):
-        comm.send(chunks[(r - s) % K], (r + 1) % K)
-        i = (r - s - 1) % K
-        chunks[i] = chunks[i] + comm.recv((r - 1) % K)
-    for s in range(K - 1):
-        comm.send(chunks[(r + 1 - s) % K], (r + 1) % K)
-        chunks[(r - s) % K] = comm.recv((r - 1) % K)
-    return np.concatenate(chunks)
+    acc = x.copy()
+    P = 1 << (K.bit_length() - 1)
+    R = K - P
+    if r < 2 * R and r % 2 == 0:
+        comm.send(acc, r + 1)
+        acc = comm.recv(r + 1)
+    else:
+        if r < 2 * R:
+            acc = acc + comm.recv(r - 1)
+        v = r // 2 if r < 2 * R else r - R
+        real = lambda u: 2 * u + 1 if u < R else u + R
+        cuts = np.cumsum([0] + [len(b) for b in np.array_split(acc, P)])
+        lo, hi, d = 0, P, P // 2
+        while d:
+            mid = (lo + hi) // 2
+            (a, b), (lo, hi) = ((lo, mid), (mid, hi)) if v & d else ((mid, hi), (lo, mid))
+            comm.send(acc[cuts[a]:cuts[b]], real(v ^ d))
+            acc[cuts[lo]:cuts[hi]] += comm.recv(real(v ^ d))
+            d //= 2
+        d = 1
+        while d < P:
+            w = hi - lo
+            comm.send(acc[cuts[lo]:cuts[hi]], real(v ^ d))
+            lo, hi = (lo - w, hi) if v & d else (lo, hi + w)
+            a, b = (lo, lo + w) if v & d else (hi - w, hi)
+            acc[cuts[a]:cuts[b]] = comm.recv(real(v ^ d))
+            d *= 2
+        if r < 2 * R:
+            comm.send(acc, r - 1)
+    return acc
 '''
 
 WRONG = '''
 import numpy as np
 
-def ring_allreduce(comm, x):
+def halving_doubling_allreduce(comm, x):
     return x.copy()
 '''
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_helpers import RING, notebook
+from grading_helpers import HONEST, notebook
 from scaleoutai.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ def test_assign_writes_the_release(tmp_path, capsys):
 @pytest.mark.timeout(120)
 def test_grade_prints_a_summary_and_writes_results_and_gradebook(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
-    notebook(tmp_path / "amy" / "lab04.ipynb", RING)  # a folder holding one notebook: the id is the folder
+    notebook(tmp_path / "amy" / "lab04.ipynb", HONEST)  # a folder holding one notebook: the id is the folder
     code = main(["grade", "lab04", str(tmp_path / "amy"), "--out", str(tmp_path / "out"), "--jobs", "2",
                  "--timeout", "30", "--quiet"])
     assert code == 0 and "graded 1" in capsys.readouterr().out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_helpers import RING, notebook, results
+from grading_helpers import HONEST, notebook, results
 from scaleoutai.grading.jail import Limits, probe_mode, uid_alive
 from scaleoutai.grading.labs import find_lab
 from scaleoutai.grading.runner import grade_batch
@@ -35,7 +35,7 @@ for _ in range(6):
             while True:
                 pass
 
-def ring_allreduce(comm, x):
+def halving_doubling_allreduce(comm, x):
     # a frame flood: megabyte messages that nobody receives, then barrier requests without end
     big = np.zeros(1 << 17)
     for _ in range(10_000):
@@ -56,7 +56,7 @@ def test_a_hostile_neighbour_neither_slows_nor_starves_an_honest_submission(tmp_
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("two job slots need two cores")
     lab = find_lab("lab04", ROOT)
-    honest = notebook(tmp_path / "subs" / "honest.ipynb", RING)
+    honest = notebook(tmp_path / "subs" / "honest.ipynb", HONEST)
     hostile = notebook(tmp_path / "subs" / "hostile.ipynb", HOSTILE)
     limits = dict(timeout=30, memory_mb=2048, submission_mb=1024)
     alone = []

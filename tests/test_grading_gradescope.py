@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_helpers import RING, notebook
+from grading_helpers import HONEST, notebook
 from scaleoutai.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def test_run_autograder_grades_a_submission_into_results_json(tmp_path, monkeypa
     root = tmp_path / "autograder"
     zipfile.ZipFile(_export(tmp_path, monkeypatch)).extractall(root / "source")
     os.chmod(root / "source" / "run_autograder", 0o755)
-    notebook(root / "submission" / "lab04.ipynb", RING)
+    notebook(root / "submission" / "lab04.ipynb", HONEST)
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "SCALEOUT_PYTHON": sys.executable}
     subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, check=True, timeout=110,
                    cwd=tmp_path)

@@ -63,7 +63,7 @@ def _copy_lab(tmp_path: Path) -> Path:
 def test_release_refuses_solution_text_left_outside_a_block(tmp_path):
     root = _copy_lab(tmp_path)
     src = root / "labs" / LABS[2] / f"{LABS[2]}.py"
-    src.write_text(src.read_text() + "\n# %%\nchunks = [c.copy() for c in np.array_split(x, K)]\n")
+    src.write_text(src.read_text() + "\n# %%\ngive, (lo, hi) = ((lo, cut), (cut, hi)) if v & dist else ((cut, hi), (lo, cut))\n")
     with pytest.raises(UserError, match="refusing to write the release"):
         assign(find_lab("lab04", root), tmp_path / "out")
     assert not (tmp_path / "out" / LABS[2]).exists()

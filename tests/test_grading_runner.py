@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_helpers import RING, WRONG, notebook, results
+from grading_helpers import HONEST, WRONG, notebook, results
 from scaleoutai.grading.labs import assign, find_lab, solution_notebook
 from scaleoutai.grading.runner import find_submissions, grade_batch
 from scaleoutai.grading.jail import Limits
@@ -50,7 +50,7 @@ def test_rerun_skips_graded_work_force_regrades_and_a_killed_batch_loses_and_dup
     lab = find_lab("lab04", ROOT)
     subs, out = tmp_path / "subs", tmp_path / "out"
     for i in range(4):
-        notebook(subs / f"s{i}.ipynb", RING if i % 2 == 0 else WRONG)
+        notebook(subs / f"s{i}.ipynb", HONEST if i % 2 == 0 else WRONG)
     first = grade_batch(lab, [subs], out, jobs=2, quiet=True)
     stamp = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/results.json")}
     again = grade_batch(lab, [subs], out, jobs=2, quiet=True)
@@ -64,7 +64,7 @@ def test_rerun_skips_graded_work_force_regrades_and_a_killed_batch_loses_and_dup
     assert (resumed.graded, resumed.skipped) == (1, 3)
     rows = list(csv.DictReader((out / "gradebook.csv").open()))
     assert sorted(r["submission"] for r in rows) == ["s0", "s1", "s2", "s3"]
-    assert {r["submission"]: float(r["score"]) for r in rows} == {"s0": 100, "s1": 4, "s2": 100, "s3": 4}
+    assert {r["submission"]: float(r["score"]) for r in rows} == {"s0": 100, "s1": 2.5, "s2": 100, "s3": 2.5}
     forced = grade_batch(lab, [subs / "s0.ipynb"], out, jobs=1, quiet=True, force=True)
     assert forced.graded == 1 and json.loads((out / "s0" / "results.json").read_text())["score"] == 100
 

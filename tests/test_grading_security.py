@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grading_helpers import RING, WRONG, notebook, output_of, results
+from grading_helpers import HONEST, WRONG, notebook, output_of, results
 from scaleoutai.grading.labs import find_lab
 from scaleoutai.grading.runner import grade_batch
 from scaleoutai.grading.jail import Limits, probe_mode, uid_alive
@@ -42,7 +42,7 @@ builtins.abs = lambda v: 0
 class Liar(np.ndarray):
     def __eq__(self, other):
         return True
-def ring_allreduce(comm, x):
+def halving_doubling_allreduce(comm, x):
     return x.copy().view(Liar)
 '''
     forge = f'''
@@ -107,7 +107,7 @@ for name, target in (("out", {str(out)!r}), ("results.json", {str(out / "gradebo
     except OSError as exc:
         print("link-failed", name, type(exc).__name__)
 '''
-    flood = RING.replace("K, r = comm.size, comm.rank", "K, r = comm.size, comm.rank\n    while K > 1:\n"
+    flood = HONEST.replace("K, r = comm.size, comm.rank", "K, r = comm.size, comm.rank\n    while K > 1:\n"
                          "        comm.send(np.zeros(1 << 20), (r + 1) % K)")
     net = f'''
 import socket
@@ -118,24 +118,23 @@ for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80)):
     except OSError as exc:
         print("net-blocked", host, type(exc).__name__)
 '''
-    bomb_mem = RING.replace("K, r = comm.size, comm.rank", "blocks = []\n    while True:\n        blocks.append(np.ones(2**24))")
+    bomb_mem = HONEST.replace("K, r = comm.size, comm.rank", "blocks = []\n    while True:\n        blocks.append(np.ones(2**24))")
     cases = {
-        "patch": (WRONG, patch), "forge": (WRONG, forge), "read": (RING, read), "net": (RING, net),
-        "loop": (RING, "while True:\n    pass"), "membomb": (bomb_mem,),
-        "forkbomb": (RING, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"),
-        "sysexit": (RING.replace("K, r = comm.size, comm.rank", "import sys; sys.exit(3)"),),
-        "osexit": (RING, "import os; os._exit(0)"), "print": (RING, "print('x' * 100_000_000)"),
-        "missing": (RING.replace("def ring_allreduce", "def ring_all_reduce"),),
-        "env": (RING, env), "fill": (RING, fill), "fill2": (RING, fill), "huge": (RING, huge),
-        "forgestatus": (RING, forge_status), "html": (RING, html), "links": (WRONG, links), "flood": (flood,), "gradebook.csv": (WRONG,), "amy-2": (WRONG,),
-        "wrongtype": (RING.replace("return np.concatenate(chunks)", "return np.concatenate(chunks).tolist()")
-                      .replace("return x.copy()", "return x.tolist()"),),
+        "patch": (WRONG, patch), "forge": (WRONG, forge), "read": (HONEST, read), "net": (HONEST, net),
+        "loop": (HONEST, "while True:\n    pass"), "membomb": (bomb_mem,),
+        "forkbomb": (HONEST, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"),
+        "sysexit": (HONEST.replace("K, r = comm.size, comm.rank", "import sys; sys.exit(3)"),),
+        "osexit": (HONEST, "import os; os._exit(0)"), "print": (HONEST, "print('x' * 100_000_000)"),
+        "missing": (HONEST.replace("def halving_doubling_allreduce", "def halving_doubling_all_reduce"),),
+        "env": (HONEST, env), "fill": (HONEST, fill), "fill2": (HONEST, fill), "huge": (HONEST, huge),
+        "forgestatus": (HONEST, forge_status), "html": (HONEST, html), "links": (WRONG, links), "flood": (flood,), "gradebook.csv": (WRONG,), "amy-2": (WRONG,),
+        "wrongtype": (HONEST.replace("return acc", "return acc.tolist()"),),
     }
     for name, cells in cases.items():
         notebook(subs / f"{name}.ipynb", *cells)
     (subs / "malformed.ipynb").write_text("{ this is not a notebook")
     (subs / "amy").mkdir()
-    notebook(subs / "amy" / "amy.ipynb", RING)  # id "amy"; a second "amy" must not take the honest "amy-2"
+    notebook(subs / "amy" / "amy.ipynb", HONEST)  # id "amy"; a second "amy" must not take the honest "amy-2"
     notebook(subs / "amy.ipynb", WRONG)
     summary = grade_batch(find_lab("lab04", ROOT), [subs], out, jobs=2, quiet=True,
                           limits=Limits(timeout=20, memory_mb=1500))
@@ -144,10 +143,10 @@ for host, port in (("127.0.0.1", {port}), ("1.1.1.1", 80)):
 
 
 SECRET = "instructor-secret-4f9c2e"
-EXPECTED = {"patch": 0.0, "forge": 4.0, "read": 100.0, "net": 100.0, "loop": 0.0, "membomb": 0.0, "forkbomb": 0.0,
+EXPECTED = {"patch": 0.0, "forge": 2.5, "read": 100.0, "net": 100.0, "loop": 0.0, "membomb": 0.0, "forkbomb": 0.0,
             "sysexit": 0.0, "osexit": 0.0, "print": 100.0, "missing": 0.0, "wrongtype": 0.0, "malformed": 0.0,
-            "env": 100.0, "fill": 100.0, "fill2": 100.0, "huge": 85.0, "forgestatus": 0.0, "html": 100.0, "links": 4.0, "flood": 4.0,
-            "gradebook.csv-2": 4.0, "amy-2": 4.0, "amy": 4.0, "amy-3": 100.0}
+            "env": 100.0, "fill": 100.0, "fill2": 100.0, "huge": 75.0, "forgestatus": 0.0, "html": 100.0, "links": 2.5, "flood": 2.5,
+            "gradebook.csv-2": 2.5, "amy-2": 2.5, "amy": 2.5, "amy-3": 100.0}
 
 
 def test_batch_of_hostile_submissions_completes_with_one_result_each(batch):
@@ -164,8 +163,8 @@ def test_each_hostile_submission_gets_the_right_score(batch, name):
 
 def test_patching_numpy_and_builtins_in_the_sandbox_cannot_change_the_score(batch):
     res = results(batch[0], "patch")  # wrong sums behind an ndarray subclass whose == always says True
-    assert "passed 0 of 10 cases" in output_of(res, "ring_allreduce is correct on the simulator")
-    assert "is a Liar; return a NumPy array" in output_of(res, "ring_allreduce is correct on the simulator")
+    assert "passed 0 of 10 cases" in output_of(res, "halving_doubling_allreduce is correct on the simulator")
+    assert "is a Liar; return a NumPy array" in output_of(res, "halving_doubling_allreduce is correct on the simulator")
 
 
 def test_forged_result_files_are_ignored_and_the_results_folder_is_out_of_reach(batch):
@@ -208,7 +207,7 @@ def test_private_temporary_space_is_capped_and_starts_empty(batch):
 
 def test_a_huge_notebook_is_analysed_once_within_bounds(batch):
     res = results(batch[0], "huge")
-    assert "the check reads" in output_of(res, "uses only send and recv, round the ring")
+    assert "the check reads" in output_of(res, "uses only send and recv, in the halving-doubling")
     assert res["execution_time"] < 60
 
 
@@ -232,7 +231,7 @@ def test_feedback_is_plain_text_so_student_output_cannot_inject_markup(batch):
 def test_hostile_names_never_collide_with_each_other_or_the_gradebook(batch):
     out = batch[0]
     assert (out / "gradebook.csv").is_file() and (out / "gradebook.csv-2" / "results.json").is_file()
-    assert results(out, "amy-3")["score"] == 100 and results(out, "amy-2")["score"] == 4  # nobody overwrote it
+    assert results(out, "amy-3")["score"] == 100 and results(out, "amy-2")["score"] == 2.5  # nobody overwrote it
 
 
 def test_student_code_has_no_network_not_even_the_graders_loopback(batch):
@@ -243,7 +242,7 @@ def test_student_code_has_no_network_not_even_the_graders_loopback(batch):
 @pytest.mark.parametrize("name,words", [("loop", "time limit"), ("forkbomb", "time limit"),
                                         ("membomb", "memory"), ("sysexit", "sys.exit"), ("osexit", "ended"),
                                         ("forgestatus", "ended"), ("flood", "more than 200000 messages or 256 MB"),
-                                        ("missing", "no function named ring_allreduce"),
+                                        ("missing", "no function named halving_doubling_allreduce"),
                                         ("wrongtype", "is a list; return a NumPy array"),
                                         ("malformed", "not a readable notebook"), ("print", "64 KB")])
 def test_each_failure_explains_itself(batch, name, words):

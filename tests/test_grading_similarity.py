@@ -45,7 +45,7 @@ def all_gather_phase(comm, parts):
     return parts
 
 
-def ring_allreduce(comm, x):
+def halving_doubling_allreduce(comm, x):
     """Sum of ``x`` over all ranks, on every rank, by reduce-scatter then all-gather on a ring."""
     if comm.size == 1:
         return x.copy()
@@ -57,7 +57,7 @@ def ring_allreduce(comm, x):
 
 # Independent correct answers to the same lab (each checked on the simulator when written).
 WHILE_LOOPS = '''
-def ring_allreduce(comm, x):
+def halving_doubling_allreduce(comm, x):
     """Sum of ``x`` over all ranks, on every rank, by reduce-scatter then all-gather on a ring."""
     size = comm.size
     rank = comm.rank
@@ -82,7 +82,7 @@ def ring_allreduce(comm, x):
 '''
 
 SLICES = '''
-def ring_allreduce(comm, x):
+def halving_doubling_allreduce(comm, x):
     """Sum of ``x`` over all ranks, on every rank, by reduce-scatter then all-gather on a ring."""
     world, me = comm.size, comm.rank
     out = np.array(x, copy=True)
@@ -102,7 +102,7 @@ def ring_allreduce(comm, x):
 '''
 
 DICT = '''
-def ring_allreduce(comm, x):
+def halving_doubling_allreduce(comm, x):
     """Sum of ``x`` over all ranks, on every rank, by reduce-scatter then all-gather on a ring."""
     K = comm.size
     r = comm.rank

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from scaleoutai.notebooks.syllabi import ORDER, check_path, find_path, format_path, load_path, load_paths
-from scaleoutai.notebooks.workspace import _course_paths, _index
+from scaleoutai.notebooks.workspace import _course_paths, _index, _titles
 
 REPO = Path(__file__).resolve().parents[1]
 PATHS = {p.name: p for p in load_paths(REPO)}
@@ -145,11 +145,13 @@ def test_notebooks_list_with_an_unknown_path_is_one_line_listing_the_choices():
 
 def test_the_course_index_links_each_path_chapters_in_syllabus_order():
     chapters = sorted(p.name for p in (REPO / "chapters").iterdir() if p.is_dir() and p.name[:2].isdigit())
-    nb = json.loads(_index(chapters, [], _course_paths(REPO)))
+    nb = json.loads(_index(chapters, [], _course_paths(REPO), _titles(REPO, [])))
     text = "".join(nb["cells"][0]["source"])
     section = text[text.index("## Course paths"):]
     line = next(ln for ln in section.splitlines() if ln.startswith("- **Big Data Algorithms for AI**"))
-    assert "[6](chapters/06-mapreduce/06-mapreduce.ipynb)" in line and line.index("[25]") < line.index("[41]")
+    # by number, with the chapter's title as the link's tooltip
+    assert '[6](chapters/06-mapreduce/06-mapreduce.ipynb "Chapter 6. MapReduce")' in line
+    assert line.index("[25]") < line.index("[41]")
     assert line.index("[25]") < line.index("[36](chapters/36-web-scale-text-and-rag/") < line.index("[41]")
     assert "planned" not in section  # every chapter a path names exists
     assert sum(ln.startswith("- **") for ln in section.splitlines()) == 5

@@ -4,14 +4,14 @@ import numpy as np
 from scaleoutai import cluster
 
 
-def _check(ring_allreduce, K, n, dtype, backend="sim"):
+def _check(allreduce, K, n, dtype, max_messages):
     rng = np.random.default_rng(K * 100 + n)
     data = [(rng.standard_normal(n) * 10).astype(dtype) for _ in range(K)]
 
     def worker(comm, data):
-        return ring_allreduce(comm, data[comm.rank])
+        return allreduce(comm, data[comm.rank])
 
-    res = cluster.run(worker, K, backend=backend, args=(data,), timeout=60, quiet=True)
+    res = cluster.run(worker, K, backend="sim", args=(data,), timeout=60, quiet=True)
     expected = np.sum(np.array(data, dtype=np.float64), axis=0)
     for r in range(K):
         got = res.values[r]
@@ -19,13 +19,15 @@ def _check(ring_allreduce, K, n, dtype, backend="sim"):
         assert got.dtype == np.dtype(dtype), f"rank {r} returned dtype {got.dtype}, expected {dtype}"
         assert got.shape == (n,), f"rank {r} returned shape {got.shape}, expected ({n},)"
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3, err_msg=f"rank {r}, K={K}, n={n}")
-        assert res.stats[r].messages_sent == 2 * (K - 1), (
-            f"rank {r} sent {res.stats[r].messages_sent} messages; a ring sends 2(K-1) = {2 * (K - 1)}")
-    print(f"ok: K={K}, n={n}, {np.dtype(dtype).name}, {backend}")
+        sent = res.stats[r].messages_sent
+        assert sent <= max_messages[r], (
+            f"rank {r} sent {sent} messages; recursive halving-doubling sends {max_messages[r]} here")
+    print(f"ok: K={K}, n={n}, {np.dtype(dtype).name}")
 
 
-def run_public_tests(ring_allreduce):
-    _check(ring_allreduce, 1, 4, np.float64)
-    _check(ring_allreduce, 2, 6, np.float64)
-    _check(ring_allreduce, 4, 10, np.float32)
-    print("public tests passed; the grader also checks other world sizes, lengths, dtypes and real processes")
+def run_public_tests(halving_doubling_allreduce):
+    _check(halving_doubling_allreduce, 1, 4, np.float64, [0])
+    _check(halving_doubling_allreduce, 2, 6, np.float64, [2, 2])
+    _check(halving_doubling_allreduce, 4, 10, np.float32, [4, 4, 4, 4])
+    print("public tests passed; the grader also checks other world sizes (not only powers of two), lengths, "
+          "dtypes, the traffic and the schedule, and real processes")

@@ -17,30 +17,39 @@ net = cluster.Network(ALPHA, BETA)
 free = cluster.Network(ALPHA, BETA, ingress="free")
 
 # %% [markdown]
-# ## Exercise 1 (lab): Lab 4, the ring all-reduce from send and recv
+# ## Exercise 1 (lab): Lab 4, recursive halving-doubling (Rabenseifner) for any K
 #
 # The lab is `labs/lab04-ring-allreduce`. Its reference solution is the solution blocks of
 # `labs/lab04-ring-allreduce/lab04-ring-allreduce.py`; the hidden tests, rubric and mutants are in
-# `grading/lab04-ring-allreduce/`.
+# `grading/lab04-ring-allreduce/`. The chapter builds the ring and shows recursive doubling; the lab asks for the
+# algorithm with the ring's bytes and (almost) the doubling's step count, for every $K$, which the course does not
+# ship (Exercise 3 below is its power-of-two core).
 #
-# **Key ideas.** Cut the vector with `np.array_split(x, K)` (uneven lengths and empty chunks for $n < K$ then
-# need no special case) and copy the chunks, so the caller's array is never modified. Reduce-scatter: $K-1$
-# steps, in step $s$ send chunk $(r-s) \bmod K$ to the right and add what arrives from the left into chunk
-# $(r-s-1) \bmod K$; afterwards rank $r$ owns the full sum of chunk $(r+1) \bmod K$. All-gather: $K-1$ more
-# steps, send chunk $(r+1-s) \bmod K$ and *overwrite* chunk $(r-s) \bmod K$ with what arrives. Concatenate.
-# Sends are eager, so send-then-receive cannot deadlock. $K = 1$ returns a copy. Every rank sends exactly
-# $2(K-1)$ messages and about $2\frac{K-1}{K}n$ elements, and the dtype is preserved (integer sums stay exact).
+# **Key ideas.** $P$ = the largest power of two $\le K$, $R = K - P$. *Fold*: of the first $2R$ ranks each even
+# rank hands its whole vector to $r+1$ and waits; the $P$ ranks still in get virtual ranks ($r // 2$ for the odd
+# $r < 2R$, $r - R$ beyond). *Halving*: cut the vector into $P$ blocks with `np.array_split`, keep a block range
+# $[lo, hi)$; at distance $P/2, P/4, \dots, 1$ exchange with virtual rank $v \oplus d$, the rank whose bit is 0
+# keeping the lower half, and add what arrives into the half kept. *Doubling*: the same partners backwards, each
+# step sending the finished range and writing the partner's beside it. *Unfold*: the odd $r < 2R$ sends the
+# result to $r-1$. Add in the input's dtype (int64 stays exact) and return a copy for $K = 1$. Cost: $2\log_2 P$
+# messages and $2\frac{P-1}{P}n$ values per rank, $T = 2\log_2 P\,\alpha + 2\frac{P-1}{P}n\beta$, plus
+# $2(\alpha + n\beta)$ for the fold when $K \ne P$. The grader accepts the MPICH order of distances
+# ($1, 2, \dots$ while halving) too.
 #
 # **Mistakes the rubric catches** (`grading/lab04-ring-allreduce/mutants/`):
 #
-# 1. *The right sum by the wrong algorithm* (`gather_to_root.py`): everything to rank 0 and back gives correct
-#    numbers, but rank 0 sends $(K-1)n$ values instead of $2\frac{K-1}{K}n$, and the bandwidth test fails;
-#    patching `comm.stats` to look like a ring (`forged_stats.py`) is caught because the grader counts
-#    messages itself.
-# 2. *Off-by-one chunk indices* (`off_by_one_chunk.py`): starting the all-gather one chunk late leaves every
-#    rank with one stale, partially reduced chunk. It passes $K = 2$ by luck more often than students expect,
-#    which is why the tests use $K = 3, 5, 8$.
-# 3. *dtype drift* (`float64_result.py`): accumulating in float64 and returning it for float32 or int64 inputs.
+# 1. *The course's code pasted* (`pasted_course.py`: the ring, 44/100; `pasted_doubling.py`: recursive doubling,
+#    66/100): right sums, but the ring takes $2(K-1)$ steps and messages (latency, message count and schedule
+#    fail for $K \ge 3$), and recursive doubling sends the whole vector each step (bytes and schedule fail).
+# 2. *The right sum by the wrong algorithm* (`gather_to_root.py`, `forged_stats.py`): the grader's own counts,
+#    clock and trace catch it, a patched `comm.stats` changes nothing.
+# 3. *The fold*: forgetting the unfold (`forgets_unfold.py`) leaves the even folding ranks with their own
+#    vector; folding the other way round (`fold_other_way.py`) is correct but not the schedule graded.
+# 4. *The blocks*: cutting at $i n // P$ instead of `np.array_split` (`halves_by_elements.py`), putting the
+#    partner's blocks on the wrong side in the doubling (`doubling_wrong_side.py`), sending the whole vector in
+#    the doubling (`doubling_sends_all.py`), a length header per message (`size_header.py`).
+# 5. *dtype*: accumulating int64 through float64 (`float_accumulator.py`) or returning float64
+#    (`float64_result.py`).
 #
 # Others: never communicating (each rank returns its own input), and importing the library's collective.
 

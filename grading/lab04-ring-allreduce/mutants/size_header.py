@@ -1,19 +1,19 @@
-# mutant: sends each chunk's length in a message of its own before the chunk: 4(K-1) messages per rank
-# loses: bandwidth, send_recv_only
-# says: 2(K-1)
+# mutant: sends each piece's length in a message of its own before the piece: twice the messages and the steps
+# loses: bandwidth, latency, schedule
+# says: recursive halving-doubling sends
 import numpy as np
 
 REPLACE = [
-    ("comm.send(chunks[(r - s) % K], right)", "_send(comm, chunks[(r - s) % K], right)"),
-    ("chunks[i] = chunks[i] + comm.recv(left)", "chunks[i] = chunks[i] + _recv(comm, left)"),
-    ("comm.send(chunks[(r + 1 - s) % K], right)", "_send(comm, chunks[(r + 1 - s) % K], right)"),
-    ("chunks[(r - s) % K] = comm.recv(left)", "chunks[(r - s) % K] = _recv(comm, left)"),
+    ("comm.send(buf[edges[give[0]]:edges[give[1]]], peer)", "_send(comm, buf[edges[give[0]]:edges[give[1]]], peer)"),
+    ("incoming = comm.recv(peer)", "incoming = _recv(comm, peer)"),
+    ("comm.send(buf[edges[lo]:edges[hi]], peer)", "_send(comm, buf[edges[lo]:edges[hi]], peer)"),
+    ("buf[edges[at]:edges[at + width]] = comm.recv(peer)", "buf[edges[at]:edges[at + width]] = _recv(comm, peer)"),
 ]
 
 
-def _send(comm, chunk, dst):
-    comm.send(np.array([len(chunk)], dtype=np.int64), dst)
-    comm.send(chunk, dst)
+def _send(comm, piece, dst):
+    comm.send(np.array([len(piece)], dtype=np.int64), dst)
+    comm.send(piece, dst)
 
 
 def _recv(comm, src):
