@@ -18,8 +18,10 @@
 # corpus that changes every day. Both recommendation and retrieval-augmented generation reduce to one
 # query: given a vector, find the $k$ nearest of $n$ stored vectors. This chapter builds exact search
 # and the three ideas that make it cheap (partitioning with **IVF**, compression with **product
-# quantization**, graphs with **HNSW**), shards the base over $K$ ranks with a scatter-gather whose
-# merged answer equals the single-machine one exactly, runs FAISS beside every index, and closes the
+# quantization**, graphs with **HNSW**), combines the first two into **IVF-PQ** with exact
+# **re-ranking** and **filtered search** as production systems serve them, shards the base over $K$
+# ranks with a scatter-gather whose merged answer equals the single-machine one exactly, runs FAISS
+# beside every index, and closes the
 # loop with a small RAG pipeline over real MiniLM sentence embeddings.
 #
 # **Prerequisites:** Chapter 4 (Communication primitives: gather and reduction trees), Chapter 12
@@ -33,6 +35,9 @@ D = 64  # smoke: 32
 NLIST = 128  # smoke: 32
 HNSW_BASE = 5_000  # smoke: 1_500
 N_COUNTRIES = 60  # smoke: 30
+PQ_M = 8  # smoke: 8
+RERANK = [10, 20, 50, 100, 200]
+FILTER_SHARES = [0.5, 0.2, 0.05, 0.01]
 KS = [1, 2, 3, 5, 8]
 K_TOP = 10
 SEED = 0
@@ -40,8 +45,10 @@ SEED = 0
 # %% [markdown]
 # `N_BASE` vectors of dimension `D` form the base and `N_QUERIES` vectors drawn from the same mixture
 # are the queries; `NLIST` is the number of IVF lists; `HNSW_BASE` is the prefix of the base our
-# pure-Python HNSW indexes (its build is the slow step); `N_COUNTRIES` sizes the RAG corpus; `KS` are
-# the shard counts and `K_TOP` is the $k$ of recall@$k$.
+# pure-Python HNSW indexes (its build is the slow step); `N_COUNTRIES` sizes the RAG corpus; `PQ_M` is the
+# number of one-byte codes per vector of IVF-PQ, `RERANK` the candidate counts $k'$ re-ranked exactly and
+# `FILTER_SHARES` the shares of the base that pass a metadata filter; `KS` are the shard counts and
+# `K_TOP` is the $k$ of recall@$k$.
 #
 # ## 1. Motivation: which ceiling binds
 #
@@ -64,7 +71,7 @@ import numpy as np
 from scaleoutai import capstone, cluster, datasets
 from scaleoutai.collectives import block_range
 from scaleoutai.notebooks import show
-from scaleoutai.serving import hnsw as H, ivf, rag, vectors as V
+from scaleoutai.serving import hnsw as H, ivf, ivfpq, rag, vectors as V
 
 for n, d in ((1e6, 384), (1e8, 768), (1e9, 768)):
     tb = n * d * 4 / 1e12
@@ -84,6 +91,15 @@ for n, d in ((1e6, 384), (1e8, 768), (1e9, 768)):
 # - **PQ** (product quantization): cut each vector into $m$ sub-vectors, replace each by the index of
 #   its nearest of 256 sub-centroids, and store $m$ bytes instead of $4d$. Distances are computed
 #   *asymmetrically*: the query stays exact and each code costs $m$ table look-ups.
+# - **IVF-PQ**: IVF whose lists store the PQ codes of each vector's *residual* $x - \mu_c$ to its list's
+#   centroid, not of the vector: the residual is small, so the same $m$ bytes describe it more finely.
+#   For a probed list $c$ the query's table is built from $q - \mu_c$, and
+#   $\lVert q - (\mu_c + \hat r)\rVert^2 = \sum_j T_c[j, \text{code}_j]$. This is FAISS's `IndexIVFPQ`.
+# - **Re-ranking**: PQ distances are approximate, so the index returns $k' > k$ candidates and their
+#   full vectors (in RAM or on SSD) decide the final $k$ exactly.
+# - **Filtered search**: a query carries a predicate on metadata (a category, a date, a tenant). A
+#   **pre-filter** skips the vectors that fail it while scanning; a **post-filter** searches as usual
+#   and drops them afterwards, so when only a share $f$ passes, about $f k'$ of $k'$ answers survive.
 # - **HNSW**: a hierarchy of proximity graphs with degree $M$; a search walks greedily downward and
 #   then keeps the `ef` best candidates on the bottom level. Larger `ef` reads more and finds more.
 #
@@ -187,16 +203,37 @@ print(f"HNSW over {HNSW_BASE} vectors (M = 16, efConstruction = 40) built in {t_
       f"{graph.max_level + 1} levels; deterministic given the seed")
 
 # %% [markdown]
+# **IVF-PQ.** The coarse k-means above, then PQ trained on the residuals, then each vector filed as
+# `PQ_M` codes in its list. The search builds one table per (query, probed list) with `adc_tables`
+# and sums $m$ look-ups per code. The check: ADC's distances equal the distances to the decoded
+# reconstructions $\mu_c + \hat r$ (`naive_ivfpq_search`), to float32 rounding.
+
+# %%
+show(ivfpq.adc_tables, ivfpq.ivfpq_search)
+t0 = time.perf_counter()
+ipq = ivfpq.ivfpq_build(base, NLIST, PQ_M, nbits=8, iters=10, pq_iters=8, seed=SEED, centroids=index.centroids)
+t_ipq_build = time.perf_counter() - t0
+for nprobe in (1, 4):
+    Da, Ia = ivfpq.ivfpq_search(ipq, queries[:20], K_TOP, nprobe)
+    Dn, In = ivfpq.naive_ivfpq_search(ipq, queries[:20], K_TOP, nprobe)
+    assert np.allclose(Da, Dn, rtol=1e-4, atol=1e-4) and np.mean(Ia == In) >= 0.99
+assert sum(c.nbytes for c in ipq.list_codes) == PQ_M * N_BASE
+print(f"IVF-PQ ({NLIST} lists, m = {PQ_M}, 8 bits) built in {t_ipq_build:.1f} s on the IVF centroids: "
+      f"{PQ_M} code bytes per vector instead of {4 * D}; ADC equals the decoded distances")
+
+# %% [markdown]
 # ## 5. The same task with a production library: FAISS
 #
-# FAISS is the library most vector databases build on. Three checks: `IndexFlatL2` returns our exact
-# answer; `IndexIVFFlat` loaded with *our* centroids files the same vectors in the same lists and
-# returns the same neighbours at the same `nprobe`; `IndexHNSWFlat` at the same $M$ and `ef` reaches
-# the same recall within a stated margin (its levels come from its own random generator).
+# FAISS is the library most vector databases build on (run on one thread here, as ours is). Three
+# checks: `IndexFlatL2` returns our exact answer; `IndexIVFFlat` loaded with *our* centroids files the
+# same vectors in the same lists and returns the same neighbours at the same `nprobe`; `IndexHNSWFlat`
+# at the same $M$ and `ef` reaches the same recall within a stated margin (its levels come from its own
+# random generator). A fourth, `IndexIVFPQ`, comes after PQ below.
 
 # %%
 import faiss
 
+faiss.omp_set_num_threads(1)  # one core, as our NumPy code uses: the speed ratios below compare like with like
 flat = faiss.IndexFlatL2(D)
 flat.add(base)
 Df, If = flat.search(queries, K_TOP)
@@ -258,6 +295,38 @@ curves["ours PQ m"], curves["faiss PQ m"] = pq_curve, fpq_curve
 assert all(abs(a[1] - b[1]) <= 0.1 for a, b in zip(pq_curve, fpq_curve))
 assert all(a[1] < b[1] for a, b in zip(pq_curve, pq_curve[1:]))
 
+
+def faiss_ivfpq(centroids=None, codebooks=None):
+    """FAISS IndexIVFPQ at our nlist, m and nbits: trained by FAISS, or loaded with our centroids and codebooks."""
+    q = faiss.IndexFlatL2(D)
+    f = faiss.IndexIVFPQ(q, D, NLIST, PQ_M, 8)
+    f.cp.min_points_per_centroid = f.pq.cp.min_points_per_centroid = 1  # smoke bases: no warning
+    if centroids is None:
+        f.train(base)
+    else:
+        q.add(centroids)
+        faiss.copy_array_to_vector(codebooks.ravel(), f.pq.centroids)
+        f.is_trained = True
+        f.precompute_table()
+    f.add(base)
+    return f
+
+
+fivfpq, fshared = faiss_ivfpq(), faiss_ivfpq(ipq.centroids, ipq.pq.codebooks)
+ours, theirs = [], []
+for p in [1, 2, 4, 8, 16, 32]:
+    fivfpq.nprobe = fshared.nprobe = p
+    qps, (_, Io) = V.queries_per_second(lambda q: ivfpq.ivfpq_search(ipq, q, K_TOP, p), queries)
+    fqps, (_, Ifa) = V.queries_per_second(lambda q: fivfpq.search(q, K_TOP), queries, repeats=3)
+    assert np.mean(Io == fshared.search(queries, K_TOP)[1]) >= 0.99  # same codebooks: same neighbours
+    ours.append((p, V.recall_at_k(Io, I_true), qps))
+    theirs.append((p, V.recall_at_k(Ifa, I_true), fqps))
+curves["ours IVF-PQ nprobe"], curves["faiss IVF-PQ nprobe"] = ours, theirs
+gap_ivfpq = max(abs(a[1] - b[1]) for a, b in zip(ours, theirs))
+assert gap_ivfpq <= 0.04, gap_ivfpq
+print(f"IVF-PQ, m = {PQ_M}: FAISS loaded with our centroids and codebooks returns our neighbours; trained on its "
+      f"own, its recall@{K_TOP} differs from ours by at most {gap_ivfpq:.3f} over nprobe (tolerance 0.04)")
+
 fig, ax = plt.subplots(figsize=(9, 5))
 for name, pts in curves.items():
     ax.plot([r for _, r, _ in pts], [q for _, _, q in pts], ("-" if name.startswith("ours") else "--") + "o",
@@ -268,7 +337,7 @@ ax.legend(fontsize=8)
 plt.show()
 for name, pts in curves.items():
     print(f"{name:>18}: " + ", ".join(f"{p}: {r:.3f} @ {q:,.0f} q/s" for p, r, q in pts))
-speed_ratio = [b[2] / a[2] for kind in ("IVF nprobe", "HNSW ef", "PQ m")
+speed_ratio = [b[2] / a[2] for kind in ("IVF nprobe", "HNSW ef", "PQ m", "IVF-PQ nprobe")
                for a, b in zip(curves[f"ours {kind}"], curves[f"faiss {kind}"])]
 print(f"FAISS answers {min(speed_ratio):.0f}x to {max(speed_ratio):.0f}x as many queries per second as ours "
       "at the same parameters (this run)")
@@ -276,7 +345,78 @@ print(f"FAISS answers {min(speed_ratio):.0f}x to {max(speed_ratio):.0f}x as many
 # %% [markdown]
 # The two libraries trace the same recall along each curve: same algorithm, same parameters. The
 # vertical gap, printed above for this run, is the price of Python loops against FAISS's C++ and
-# SIMD, and is why nobody serves from a NumPy index.
+# SIMD, and is why nobody serves from a NumPy index. IVF-PQ's recall levels off well below 1 as
+# `nprobe` grows: past a few lists, the codes, not the probing, lose the neighbours.
+#
+# **Re-ranking.** The fix is to ask IVF-PQ for $k' > k$ candidates and re-score them with their full
+# vectors. Below, recall@10 before (the ADC top-10) and after re-ranking $k'$ candidates, at `nprobe`
+# = 16; the ceiling is IVF's own recall at that `nprobe` (the exact top-10 of the probed lists).
+
+# %%
+show(ivfpq.rerank)
+NPROBE_RR = min(16, NLIST)
+_, cand = ivfpq.ivfpq_search(ipq, queries, max(RERANK), NPROBE_RR)
+before = V.recall_at_k(cand[:, :K_TOP], I_true)
+ceiling = V.recall_at_k(ivf.ivf_search(index, queries, K_TOP, NPROBE_RR)[1], I_true)
+after = {kk: V.recall_at_k(ivfpq.rerank(base, queries, cand[:, :kk], K_TOP)[1], I_true) for kk in RERANK}
+Dr, Ir = ivfpq.rerank(base, queries[:5], cand[:5], K_TOP)
+for r in range(5):  # re-ranking is the exact top-k of the candidates
+    assert np.array_equal(Ir[r], cand[r][V.knn(queries[r:r + 1], base[cand[r]], K_TOP)[1][0]])
+print(f"nprobe = {NPROBE_RR}: recall@{K_TOP} {before:.3f} from the codes; after re-ranking k' candidates: "
+      + ", ".join(f"k'={kk}: {a:.3f}" for kk, a in after.items()) + f"; IVF's ceiling {ceiling:.3f}")
+assert after[max(RERANK)] > before + 0.2 and after[max(RERANK)] <= ceiling + 1e-12
+assert all(after[a] <= after[b] + 1e-12 for a, b in zip(RERANK, RERANK[1:]))
+
+# %% [markdown]
+# Re-ranking $k' = 200$ candidates reads $200 \times 4d$ bytes per query, 600 KiB at $d$ = 768: from
+# RAM that is nothing, from SSD it is 200 random reads, the design of DiskANN-style systems that keep
+# the codes in RAM and the vectors on disk.
+#
+# **Filtered search.** Each vector gets a category; a query asks only for vectors whose category passes
+# a predicate that a share $f$ of the base satisfies. The exact answer is brute force over the vectors
+# that pass (`reference_filtered_knn`). Pre-filtering skips the others during the IVF-PQ scan;
+# post-filtering takes the unfiltered top-$k'$ and keeps those that pass. Both re-rank $k'$ = 100
+# candidates, at `nprobe` = 16.
+
+# %%
+show(ivfpq.post_filter)
+category = np.random.default_rng(SEED).random(N_BASE)  # a metadata attribute, independent of the vectors
+K_CAND = 100
+filt = {"pre-filter": [], "post-filter": [], "post-filter, exact top-k'": []}
+for f in FILTER_SHARES:
+    allowed = category < f
+    _, I_f = ivfpq.reference_filtered_knn(queries, base, allowed, K_TOP)
+    Ids = np.flatnonzero(allowed)
+    assert np.array_equal(I_f[:3], Ids[V.naive_knn(queries[:3], base[Ids], K_TOP)[1]])  # the definition
+    _, c_pre = ivfpq.ivfpq_search(ipq, queries, K_CAND, NPROBE_RR, allowed=allowed)
+    pre = ivfpq.rerank(base, queries, c_pre, K_TOP)[1]
+    post = ivfpq.post_filter(*ivfpq.rerank(base, queries, cand[:, :K_CAND], K_CAND), allowed, K_TOP)[1]
+    exact_post = ivfpq.post_filter(*V.knn(queries, base, K_CAND), allowed, K_TOP)[1]
+    assert np.all(allowed[pre[pre >= 0]]) and np.all(allowed[post[post >= 0]])
+    for name, found in zip(filt, (pre, post, exact_post)):
+        filt[name].append(V.recall_at_k(found, I_f))
+    assert abs(filt["post-filter, exact top-k'"][-1] - min(1.0, f * K_CAND / K_TOP)) < 0.25
+fig, ax = plt.subplots(figsize=(7, 4))
+for name, r in filt.items():
+    ax.plot(FILTER_SHARES, r, "o-", label=name)
+ax.set(xscale="log", xlabel="share f of the base that passes the filter", ylabel=f"recall@{K_TOP} (filtered truth)",
+       title=f"filtered search: pre- vs post-filter (k' = {K_CAND}, nprobe = {NPROBE_RR})", ylim=(0, 1.02))
+ax.legend()
+plt.show()
+for name, r in filt.items():
+    print(f"{name:>26}: " + ", ".join(f"f={f}: {x:.3f}" for f, x in zip(FILTER_SHARES, r)))
+assert filt["pre-filter"][-1] > filt["post-filter"][-1] + 0.3 and filt["post-filter, exact top-k'"][-1] < 0.5
+
+# %% [markdown]
+# When most of the base passes, the two agree. When the filter is selective, post-filtering keeps
+# about $f k'$ of its $k'$ candidates and returns short answers: even from the exact top-$k'$ the
+# recall falls to the order of $f k' / k$ (0.1 at $f$ = 1%). Pre-filtering always fills its answer
+# and loses far less; what it does lose at the smallest shares is IVF's: the nearest *passing*
+# vectors lie farther from the query than its nearest vectors, spread over more lists than `nprobe`
+# covers, so a selective filter needs a larger `nprobe` (and with a filter correlated with the
+# clusters, the probed lists may hold none). A graph index has the same problem in another form: it
+# walks through nodes it may not return. Filtered-DiskANN and ACORN
+# (Section 9) build the predicate into the index itself.
 #
 # **RAG with real embeddings.** The corpus below is generated: invented countries with one fact per
 # relation, shuffled into passages of three facts. The MiniLM sentence encoder shipped inside the
@@ -449,22 +589,38 @@ for merge, t in times.items():
 assert times["tree"][32] < times["root"][32]
 
 # %% [markdown]
-# Memory per vector decides how many machines a base needs. Flat and IVF store the float32 vector
-# ($4d$ bytes; IVF adds an 8-byte id); HNSW adds its links (on average about $2M$ four-byte ids on
-# level 0, as FAISS stores them); PQ stores $m$ bytes and an 8-byte id. The last columns count the
-# c7i.8xlarge machines (64 GiB, 80% of it usable) that hold a billion such vectors in RAM, one copy
-# and no replicas, and their price per hour from `capstone/prices.yaml`.
+# Memory per vector decides how many machines a base needs, and it must be counted at the dimension
+# of real embeddings (384 for MiniLM, 768 for BERT-base-sized encoders, 1024 for the large ones), not at
+# this chapter's toy `D`. Flat stores $4d$ bytes; IVF-flat adds an 8-byte id per vector (the list id is
+# implicit); HNSW ($M$ = 32) adds about $2M$ four-byte links on level 0, as FAISS stores them; IVF-PQ
+# stores $m$ code bytes and the 8-byte id, with $m = d/8$ (the one byte per 8 dimensions of our `PQ_M`
+# at toy size, a 32x compression) and $m = d/32$. Fixed costs are small at a billion: 65,536 coarse
+# centroids take $65536 \times 4d$ bytes (200 MB at $d$ = 768) and the codebooks $256 \times 4d$. The
+# columns count the c7i.8xlarge machines (64 GiB, 80% of it usable) that hold a billion vectors in RAM,
+# one copy and no replicas, and their price per hour from `capstone/prices.yaml`. Re-ranking needs the
+# float32 vectors too: IVF-PQ keeps them on SSD, 3 TB at $d$ = 768, read $k'$ at a time.
 
 # %%
 price = capstone.lookup("aws-c7i.8xlarge")
-ram_gb = 64.0  # c7i.8xlarge: 32 vCPUs, 64 GiB
-rows = [("flat", 4 * D), ("IVF-flat", 4 * D + 8), ("HNSW M=16", 4 * D + 2 * 16 * 4)]
-rows += [(f"PQ m={m}", m + 8) for m, _, _ in pq_curve]
-recall_of = {"flat": 1.0, "IVF-flat": None, "HNSW M=16": None, **{f"PQ m={m}": r for m, r, _ in pq_curve}}
-print(f"{'index':>10} {'bytes/vector':>13} {'machines for 1e9':>17} {'USD per hour':>13}")
-for name, nbytes in rows:
-    machines = int(np.ceil(1e9 * nbytes / (ram_gb * 1e9 * 0.8)))
-    print(f"{name:>10} {nbytes:>13} {machines:>17} {machines * price.price_per_hour:>13.2f}")
+usable = 0.8 * 64 * 2 ** 30  # c7i.8xlarge: 32 vCPUs, 64 GiB, 80% usable
+n_vec, nlist_big = 1e9, 65_536
+print(f"{'d':>5} {'index':>13} {'bytes/vector':>13} {'RAM for 1e9':>12} {'machines':>9} {'USD per hour':>13}")
+sizing = {}
+for d in (384, 768, 1024):
+    for name, kind, m in (("flat", "flat", 0), ("IVF-flat", "ivf-flat", 0), ("HNSW M=32", "hnsw", 0),
+                          (f"IVF-PQ m={d // 8}", "ivf-pq", d // 8), (f"IVF-PQ m={d // 32}", "ivf-pq", d // 32)):
+        total = n_vec * ivfpq.index_bytes_per_vector(d, kind, m=m, hnsw_M=32)
+        total += nlist_big * 4 * d + (256 * 4 * d if kind == "ivf-pq" else 0) if kind.startswith("ivf") else 0
+        machines = int(np.ceil(total / usable))
+        sizing[d, name] = machines
+        print(f"{d:>5} {name:>13} {ivfpq.index_bytes_per_vector(d, kind, m=m, hnsw_M=32):>13} "
+              f"{total / 1e12:>10.2f} TB {machines:>9} {machines * price.price_per_hour:>13.2f}")
+assert sizing[768, "flat"] == int(np.ceil(1e9 * 3072 / usable))
+assert sizing[768, "IVF-PQ m=96"] < sizing[768, "flat"] / 20
+print(f"at d = 768, IVF-PQ with m = 96 needs {sizing[768, 'IVF-PQ m=96']} machines where flat float32 needs "
+      f"{sizing[768, 'flat']} (x{sizing[768, 'flat'] / sizing[768, 'IVF-PQ m=96']:.0f}); the measured recall at "
+      f"this chapter's ratio of {D // PQ_M} dimensions per byte is {curves['ours IVF-PQ nprobe'][-1][1]:.2f} "
+      f"before re-ranking and {after[max(RERANK)]:.2f} after re-ranking {max(RERANK)} candidates")
 best_ours = curves["ours HNSW ef"][-1]
 usd_per_million = price.price_per_hour / (best_ours[2] * 3600) * 1e6
 print(f"at our HNSW's {best_ours[2]:.0f} queries/s on this machine, one {price.instance_type} "
@@ -478,8 +634,10 @@ print(f"at our HNSW's {best_ours[2]:.0f} queries/s on this machine, one {price.i
 #    $k$-th distance can keep back candidates that cannot win. Build the two-round threshold protocol:
 #    each shard's best $\lceil k/K \rceil$ first, a threshold back from the root, then only the
 #    candidates under it; exact for any $K$, with ties and empty shards (`labs/lab25-sharded-topk-merge`).
-# 2. **IVF-PQ.** Encode each vector's *residual* to its IVF centroid with PQ and search with
-#    `nprobe` lists. Plot recall against bytes per vector beside plain PQ.
+# 2. **Re-ranking from SSD.** Keep IVF-PQ's codes in RAM and the float32 vectors on an SSD that serves
+#    4 KiB random reads. At $d$ = 768, how many reads does re-ranking $k'$ candidates cost a query, and
+#    what query rate does an SSD of 500,000 reads per second allow? On this chapter's data, which $k'$
+#    reaches recall@10 of 0.95 of IVF's ceiling at `nprobe` = 16?
 # 3. **Early termination, measured.** With the protocol of Lab 25, how many bytes does a query save
 #    against the one-round merge at $K = 8$ on a base split in random blocks, and what does the second
 #    round trip cost in latency?
@@ -500,12 +658,21 @@ print(f"at our HNSW's {best_ours[2]:.0f} queries/s on this machine, one {price.i
 #   - Gollapudi et al., "Filtered-DiskANN: Graph Algorithms for Approximate Nearest Neighbor Search with
 #     Filters", WWW, 2023. Builds the graph from vectors and their labels together, so queries restricted
 #     to a label stay fast and accurate, including from SSD.
+#   - Patel, Kraft, Guestrin and Zaharia, "ACORN: Performant and Predicate-Agnostic Search Over Vector
+#     Embeddings and Structured Data", SIGMOD, 2024 (arXiv:2403.04871). Filtered search for arbitrary
+#     predicates on an HNSW graph built denser, searched only through the nodes that pass: the
+#     pre-filter of Section 5 without its scan.
+#   - Simhadri et al., "Results of the Big ANN: NeurIPS'23 Competition", arXiv:2409.17424, 2024. Filtered,
+#     out-of-distribution, sparse and streaming tracks on 10M vectors; filtered search is where the
+#     specialised indexes beat the FAISS baseline by the widest margin.
 # - **Compression that keeps recall.** How few bits per vector can keep recall@10 high, and how to
 #   learn the codes jointly with the embedding model, are open.
 #   - Jégou, Douze and Schmid, "Product Quantization for Nearest Neighbor Search", IEEE TPAMI, 2011.
 #     PQ and asymmetric distance computation.
 #   - Johnson, Douze and Jégou, "Billion-scale Similarity Search with GPUs", IEEE Transactions on Big
 #     Data, 2019. FAISS's IVF-PQ on GPUs, k-selection in registers.
+#   - Douze et al., "The Faiss Library", arXiv:2401.08281, 2024. The design of FAISS and its trade-off
+#     space (memory, speed, accuracy) across IVF, PQ and graph indexes, the library of Section 5.
 #   - Gao and Long, "RaBitQ: Quantizing High-Dimensional Vectors with a Theoretical Error Bound for
 #     Approximate Nearest Neighbor Search", SIGMOD, 2024. One bit per dimension after a random rotation,
 #     with an unbiased distance estimate whose error is bounded, which PQ does not offer.

@@ -33,13 +33,23 @@ WINDOW = 400  # smoke: 300
 STREAM = 12_000  # smoke: 6_000
 TRIALS = 20  # smoke: 6
 FLEET_K = [1, 2, 3, 5, 8]
+RATE = 100.0  # requests per second reaching the service
+REACTION_S = 30.0  # seconds from a rollback decision until every replica serves the champion again
+SHARES = [0.02, 0.05, 0.1, 0.25, 0.5]
+EXPOSURE_SEEDS = 5  # smoke: 3
+CANARY_TRIALS = 20_000  # smoke: 4_000
+CHECK_TRIALS = 100  # smoke: 60
 SEED = 0
 
 # %% [markdown]
 # `N_REQUESTS` is the length of the request stream a rollout sees, `WINDOW` the number of candidate
 # requests judged at each stage, `STREAM` the length of a monitored input stream with one change in
 # its middle, `TRIALS` the number of independent streams behind each measured rate, and `FLEET_K` the
-# replica counts of the fleet-wide drift statistic.
+# replica counts of the fleet-wide drift statistic. `RATE` is the traffic (requests per second),
+# `REACTION_S` the delay between a rollback decision and its effect, `SHARES` the first-stage traffic
+# shares compared in Section 7, `EXPOSURE_SEEDS` the per-request rollouts behind each measured exposure,
+# `CANARY_TRIALS` the rollouts drawn from the decision model behind each measured rate, and `CHECK_TRIALS`
+# the per-request rollouts that check that model.
 #
 # ## 1. Motivation: which ceiling binds
 #
@@ -75,9 +85,17 @@ for models, days in ((10, 14), (50, 7), (200, 3)):
 # A **canary rollout** routes a share $s$ of requests to the candidate and the rest to the champion,
 # raising $s$ in stages. At each stage it compares the two error rates $\hat p_c$ and $\hat p_b$ over the
 # same period, and rolls back if $\hat p_c - \hat p_b > \delta$ by more than noise: a one-sided
-# two-proportion z-test. A **shadow rollout** sends a copy of every request to the candidate and answers
-# with the champion, so no user sees the candidate; it doubles the compute and cannot measure effects
-# that need the user to see the answer (clicks, conversions).
+# two-proportion z-test. Traffic arrives at a **rate** $\lambda$ requests per second, so a stage of share $s$
+# sends the candidate $s\lambda$ requests per second and a decision that needs $n$ candidate requests (the
+# window) comes after $n / (s\lambda)$ seconds. A rollback is not instant: metrics are scraped, the
+# analysis runs on an interval, the alias move reaches every replica. During that **reaction delay** $L$
+# the candidate keeps its share. A bad version rolled back at its first stage therefore answers
+# $$E[\text{exposed}] = n + s\lambda L \quad\text{requests, and serves for}\quad E[T] = \frac{n}{s\lambda} + L
+# \quad\text{seconds.}$$
+# The share trades users exposed against time to a decision. A **shadow rollout** sends a copy of
+# every request to the candidate and answers with the champion, so no user sees the candidate; it
+# doubles the compute and cannot measure effects that need the user to see the answer (clicks,
+# conversions).
 #
 # **Drift** is a change in the input distribution (covariate shift) or in the relation between inputs
 # and labels (concept drift). Two statistics compare a recent window with a reference sample: the
@@ -275,8 +293,7 @@ assert 0 < ours <= 2 * WINDOW
 #
 # **A slow candidate.** Correct answers, but a 10x latency tail: the error test passes and the p99
 # budget rolls it back. **Shadow mode** catches the bad candidate of Section 4 with no user exposed.
-# **Noise.** With $z$ too small an equal candidate is rolled back by chance: measured over `TRIALS`
-# streams for several $z$.
+# **Noise.** With $z$ too small an equal candidate is rolled back by chance: measured below, with intervals.
 
 # %%
 reg_slow, v_slow = new_registry(candidate_latency=50.0)
@@ -287,16 +304,54 @@ shadow = fleet.rollout(reg_sh, "churn", v_sh, X, y, window=WINDOW, shadow=True, 
 assert shadow.decision == "rolled_back" and shadow.exposed == 0
 print(f"slow candidate: {slow.reason}; shadow: {shadow.reason}, users exposed {shadow.exposed}")
 
+# %% [markdown]
+# Rates of rare events need many trials: a rate near 1% measured from 20 rollouts is 0 or 5% and
+# tells nothing. `canary_trials` draws the first stage's decision of many independent rollouts at once
+# from the rollout's own model (until the $n$-th candidate request the champion serves a
+# negative-binomial number of requests; both error counts are binomial; `_worse` decides), checked
+# here against per-request rollouts, and each rate comes with its 95% **Wilson** interval. Below, an
+# equal candidate with no margin ($\delta = 0$), so that $z$ alone sets the false-rollback rate.
+
+# %%
+show(fleet.canary_trials, fleet.wilson_interval)
+
+# %%
+p_champion = 0.01  # the champion's error rate: 1% failed requests, a classifier that is right on this data
+assert abs(np.mean((X @ w > 0) != y)) < 1e-3
+n_check = 0
+for t in range(CHECK_TRIALS):
+    reg_c, v_c = new_registry()
+    n_check += fleet.rollout(reg_c, "churn", v_c, X, y, stages=(0.5,), window=WINDOW, max_error_increase=0.0,
+                             z=1.0, seed=300 + t).decision == "rolled_back"
+model_rate = fleet.canary_trials(p_champion, p_champion, 0.5, WINDOW, CANARY_TRIALS, max_error_increase=0.0,
+                                 z=1.0, seed=SEED).rate
+lo, hi = fleet.wilson_interval(n_check, CHECK_TRIALS, z=2.58)
+assert lo <= model_rate <= hi, (n_check, model_rate)
+print(f"z = 1, equal candidate: per-request rollouts roll back {n_check}/{CHECK_TRIALS} "
+      f"(99% interval {lo:.3f}..{hi:.3f}); the decision model {model_rate:.3f}")
+
 false_rollbacks = {}
-for z in (0.0, 1.0, 2.33, 3.0):
-    n = 0
-    for t in range(TRIALS):
-        reg_z, v_z = new_registry()
-        n += fleet.rollout(reg_z, "churn", v_z, X, y, stages=(0.5,), window=WINDOW, max_error_increase=0.0,
-                           z=z, seed=100 + t).decision == "rolled_back"
-    false_rollbacks[z] = n / TRIALS
-print("share of equal candidates rolled back, by z:", false_rollbacks)
-assert false_rollbacks[0.0] >= false_rollbacks[3.0]
+for share in (0.05, 0.5):
+    for z in (1.0, 1.64, 2.33, 3.0):
+        ct = fleet.canary_trials(p_champion, p_champion, share, WINDOW, CANARY_TRIALS, max_error_increase=0.0,
+                                 z=z, seed=SEED + 1)
+        k = int(ct.rolled_back.sum())
+        lo, hi = fleet.wilson_interval(k, CANARY_TRIALS)
+        false_rollbacks[share, z] = (k / CANARY_TRIALS, lo, hi)
+        print(f"share {share:.0%}, z = {z}: nominal alpha {stats.norm.sf(z):.4f}, measured "
+              f"{k / CANARY_TRIALS:.4f} (95% interval {lo:.4f}..{hi:.4f})")
+fr_5, fr_50, alpha = false_rollbacks[0.05, 2.33], false_rollbacks[0.5, 2.33], stats.norm.sf(2.33)
+assert false_rollbacks[0.05, 1.0][0] > false_rollbacks[0.05, 3.0][0]
+assert fr_5[1] > alpha and fr_50[0] < alpha  # the interval excludes the nominal level at 5%
+
+# %% [markdown]
+# At 1% errors a window of $n$ = `WINDOW` holds only a handful of candidate errors, too few for the
+# normal approximation behind $z$. The intervals resolve what 20 trials could not: at $z = 2.33$
+# (nominal $\alpha = 1\%$) the printed false-rollback rate misses 1% in both directions, above it at a
+# 5% share, where the champion's large sample makes the test a one-sample test on a skewed count, and
+# below it at 50%, where the champion's own noise enters the pooled error. An exact test (binomial
+# or Fisher) or a larger window restores the level; the margin $\delta$ that `rollout` uses by default
+# (2 points) makes it moot for equal versions, as Section 7 measures.
 
 # %% [markdown]
 # **Concept drift that input monitoring cannot see.** Below, the inputs keep their distribution but the
@@ -320,8 +375,7 @@ assert psi_inputs < 0.05 and err_after > err_before + 0.2
 #
 # A drift threshold is a trade: lower thresholds detect sooner and alarm falsely more often. Over
 # `TRIALS` streams with a change in the middle, the curve below gives both for KS and PSI at several
-# thresholds. The second plot shows what staging buys: requests a bad candidate answers before its
-# rollback, against the first stage's share.
+# thresholds.
 
 # %%
 half = STREAM // 2
@@ -337,30 +391,98 @@ for name, thresholds in (("ks", [0.04, 0.06, 0.08, 0.1, 0.14]), ("psi", [0.02, 0
             f.append(drift.false_alarm_rate(p, a, half))
         pts.append((th, float(np.median(d)), float(np.mean(f))))
     curves[name] = pts
-exposure = {}
-for s in (0.05, 0.25, 0.5):
-    reg_e, v_e = new_registry(candidate_noise=0.2)
-    exposure[s] = fleet.rollout(reg_e, "churn", v_e, X, y, stages=(s, 1.0), window=WINDOW, seed=SEED).exposed
-fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+fig, ax = plt.subplots(figsize=(6, 4))
 for name, pts in curves.items():
-    axes[0].plot([f for _, _, f in pts], [d for _, d, _ in pts], "o-", label=name.upper())
-axes[0].set(xlabel="false-alarm rate (tests before the change)", ylabel="median detection delay (values)",
-            title="drift detection: delay vs false alarms")
-axes[0].legend()
-axes[1].bar([f"{s:.0%}" for s in exposure], list(exposure.values()))
-axes[1].set(xlabel="first stage's share", ylabel="requests answered by the bad version",
-            title="what staging buys")
+    ax.plot([f for _, _, f in pts], [d for _, d, _ in pts], "o-", label=name.upper())
+ax.set(xlabel="false-alarm rate (tests before the change)", ylabel="median detection delay (values)",
+       title="drift detection: delay vs false alarms")
+ax.legend()
 plt.show()
 for name, pts in curves.items():
     assert pts[0][1] <= pts[-1][1] and pts[0][2] >= pts[-1][2]  # lower threshold: sooner, more false alarms
-print("requests answered by the bad version, by first-stage share:", exposure)
-assert all(e == WINDOW for e in exposure.values())
 
 # %% [markdown]
-# Every first stage exposes the same `WINDOW` requests to the bad version: the decision waits for that
-# many candidate requests whatever the share. What the share changes is how long the decision takes,
-# `WINDOW / s` requests, and so how long a *good* version waits to reach everyone. Shadow mode exposes
-# nobody and doubles the serving compute while it runs; its price on the course's reference instance:
+# **What the share buys.** A bad candidate (20% of answers flipped) rolled out at a first stage of
+# share $s$, with traffic at `RATE` requests per second and a reaction delay of `REACTION_S` seconds:
+# the left plot counts the requests it answers before the rollback takes effect, the middle one the
+# seconds it serves, each measured over `EXPOSURE_SEEDS` per-request rollouts (mean and two standard
+# errors) beside the model $n + s\lambda L$ and $n/(s\lambda) + L$. The right plot gives, from
+# `CANARY_TRIALS` drawn rollouts per point with 95% Wilson intervals, the rate at which the default rule
+# ($z = 2.33$, margin $\delta$ = 2 points) rolls back three candidates: the clearly bad one, a slightly
+# bad one (5% errors against the champion's 1%) and an equal one.
+
+# %%
+show(fleet.canary_exposure)
+X2, y2 = np.concatenate([X, X]), np.concatenate([y, y])  # the stream twice: a 2% stage needs n / 0.02 requests
+exposure = {}  # share: (measured mean, standard error, model), and the same for seconds
+serve_s = {}
+for s in SHARES:
+    e, t = [], []
+    for seed in range(EXPOSURE_SEEDS):
+        reg_e, v_e = new_registry(candidate_noise=0.2)
+        r = fleet.rollout(reg_e, "churn", v_e, X2, y2, stages=(s,), window=WINDOW, rate=RATE, reaction_s=REACTION_S,
+                          seed=seed)
+        assert r.decision == "rolled_back" and "ended" not in r.reason, r.reason
+        e.append(r.exposed)
+        t.append(r.time_s)
+    e_model, t_model = fleet.canary_exposure(s, WINDOW, RATE, REACTION_S)
+    exposure[s] = (np.mean(e), np.std(e, ddof=1) / np.sqrt(len(e)), e_model)
+    serve_s[s] = (np.mean(t), np.std(t, ddof=1) / np.sqrt(len(t)), t_model)
+rates = {}
+for label, p_c in (("clearly bad (21%)", 0.21), ("slightly bad (5%)", 0.05), ("equal (1%)", p_champion)):
+    ks = [int(fleet.canary_trials(p_champion, p_c, s, WINDOW, CANARY_TRIALS, seed=SEED + 2).rolled_back.sum())
+          for s in SHARES]
+    lo, hi = fleet.wilson_interval(np.array(ks), np.full(len(ks), CANARY_TRIALS))
+    rates[label] = (np.array(ks) / CANARY_TRIALS, lo, hi)
+
+fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+grid = np.geomspace(SHARES[0], SHARES[-1], 50)
+for ax, data, k, ylabel in ((axes[0], exposure, 0, "requests answered by the bad version"),
+                            (axes[1], serve_s, 1, "seconds until the rollback took effect")):
+    ax.plot(grid, [fleet.canary_exposure(g, WINDOW, RATE, REACTION_S)[k] for g in grid], "k-", label="model")
+    ax.errorbar(SHARES, [data[s][0] for s in SHARES], yerr=[2 * data[s][1] for s in SHARES], fmt="o",
+                label="per-request rollouts")
+    ax.set(xscale="log", xlabel="first stage's share s", ylabel=ylabel)
+    ax.legend()
+axes[0].axhline(WINDOW, color="grey", ls=":", lw=1)
+axes[0].set_title(f"exposure: n + s rate L (n = {WINDOW})")
+axes[1].set(yscale="log", title="time: n / (s rate) + L")
+for label, (r, lo, hi) in rates.items():
+    axes[2].errorbar(SHARES, r, yerr=[r - lo, hi - r], fmt="o-", capsize=3, label=label)
+axes[2].set(xscale="log", xlabel="first stage's share s", ylabel="rolled back (95% Wilson interval)",
+            ylim=(-0.03, 1.03), title="detection and false rollback")
+axes[2].legend(fontsize=8)
+plt.show()
+for s in SHARES:
+    print(f"share {s:>4.0%}: exposed {exposure[s][0]:7.1f} +- {exposure[s][1]:5.1f} (model {exposure[s][2]:6.0f}), "
+          f"serves {serve_s[s][0]:6.1f} s (model {serve_s[s][2]:6.1f}); rolled back: "
+          + ", ".join(f"{label.split()[0]} {r[0][SHARES.index(s)]:.4f}" for label, r in rates.items()))
+for s in SHARES:  # within 4 standard deviations of the model's own: Poisson requests, Gamma decision time
+    assert abs(exposure[s][0] - exposure[s][2]) <= 4 * np.sqrt(s * RATE * REACTION_S / EXPOSURE_SEEDS) + 1, s
+    assert abs(serve_s[s][0] - serve_s[s][2]) <= 4 * np.sqrt(WINDOW / EXPOSURE_SEEDS) / (s * RATE), s
+assert all(exposure[a][0] < exposure[b][0] for a, b in zip(SHARES, SHARES[1:]))
+assert all(serve_s[a][0] > serve_s[b][0] for a, b in zip(SHARES, SHARES[1:]))
+assert rates["clearly bad (21%)"][1].min() > 0.999 and rates["equal (1%)"][2].max() < 0.001
+slight = rates["slightly bad (5%)"][0]
+s_star = WINDOW / (RATE * REACTION_S)
+print(f"the two terms of the exposure are equal at s* = n / (rate L) = {s_star:.3f}; "
+      f"a slightly bad version is caught {slight[0]:.0%} of the time at {SHARES[0]:.0%}, "
+      f"{slight[-1]:.0%} at {SHARES[-1]:.0%}")
+
+# %% [markdown]
+# The share decides how many requests a bad version touches. Below $s^* = n/(\lambda L)$, printed
+# above, the window dominates and exposure stays near $n$; above it the reaction delay dominates, and
+# every request of those $L$ seconds at share $s$ reaches the bad version: the printed exposure grows
+# several-fold from the smallest share to the largest, as the model says. Time runs the other way: at
+# the smallest share the decision waits for $n$ requests trickling in at $s\lambda$ per second, minutes
+# for a good version to pass one stage. The clearly bad version is caught every time at every share, and
+# the equal one is never rolled back (the 2-point margin), both with intervals narrower than a tenth of
+# a percent. The slightly bad version shows the third effect of the share: with a small share the
+# champion's sample over the same period is large and its rate is known precisely, so the test has more
+# power; at 50% the champion's sample is as small as the candidate's and the same candidate is caught
+# far less often. Small first stages are cheaper, slower and more sensitive; the stages that follow
+# only need to confirm. Shadow mode exposes nobody and doubles the serving compute while it runs; its
+# price on the course's reference instance:
 
 # %%
 price = capstone.lookup("aws-c7i.xlarge")
@@ -383,7 +505,8 @@ print(f"{N_REQUESTS} requests on {price.instance_type} at {price.price_per_hour}
 #    fixed grid (or a quantile sketch) per replica, all-reduce the sketches, and bound the error of the
 #    resulting $D$.
 # 5. **Blue-green.** Add a rollout that switches all traffic at once and keeps the old version warm
-#    for an instant rollback. Compare its exposure with the canary's for the bad candidate.
+#    for an instant rollback. Compare its exposure with the canary's for the bad candidate, with the
+#    traffic rate and reaction delay of Section 7.
 #
 # ## 9. Research directions
 #

@@ -257,20 +257,27 @@ assert d_grid <= exact + 1e-12 and exact <= upper + 1e-12 and upper - d_grid <= 
 # **Answer.** Blue-green sends 100% of the traffic to the candidate at once and keeps the champion's
 # replicas running ("warm") and its alias in place, so a rollback is one alias move with no cold start.
 # With no concurrent champion traffic to compare against, the test must use the champion's
-# *historical* error rate as its baseline (`baseline_error`), a one-sample test. For the bad candidate
-# the **number of users exposed is the same** as with the canary, `WINDOW` $= 400$ requests, because
-# both decide after that many candidate requests. What differs is the shape: blue-green exposes those
-# 400 in the first 400 requests (every user, for a short time), the canary spreads them over
-# $400/0.05 = 8000$ requests; and the canary compares with a concurrent control, robust to
-# time-of-day and input drift that a historical baseline is not. For a *good* candidate blue-green
-# reaches everyone after 400 requests, the canary after all its stages.
+# *historical* error rate as its baseline (`baseline_error`), a one-sample test. Both rollouts decide
+# after `WINDOW` $= n = 400$ candidate requests; what differs is what happens after the decision. With
+# traffic at $\lambda$ = 100 requests per second and a reaction delay of $L$ = 30 s (Section 7's model),
+# blue-green keeps *all* traffic on the bad version until the rollback takes effect: it answers
+# $n + \lambda L = 3400$ requests, against the canary's $n + s\lambda L = 400 + 150 = 550$ at a first
+# stage of $s$ = 5%. Blue-green decides in $n/\lambda$ = 4 s where the canary needs $n/(s\lambda)$ = 80 s,
+# so the exposure is traded for time: for a *good* candidate blue-green reaches everyone after $n$
+# requests, the canary after all its stages. And the canary compares with a concurrent control, robust
+# to time-of-day and input drift that a historical baseline is not. Blue-green wins only when the
+# reaction is near-instant ($L \to 0$ gives both exactly $n$) or when a version must be all-or-nothing
+# (a schema change).
 
 # %%
+RATE, REACTION_S = 100.0, 30.0
+
+
 def blue_green(reg, name, candidate, X, y, window, baseline_error, seed=0):
     """Switch all traffic to the candidate at once; the champion stays warm for an instant rollback."""
     champion_before = reg.aliases(name)["champion"]
-    rep = fleet.rollout(reg, name, candidate, X, y, stages=(1.0,), window=window,
-                        baseline_error=baseline_error, seed=seed)
+    rep = fleet.rollout(reg, name, candidate, X, y, stages=(1.0,), window=window, baseline_error=baseline_error,
+                        rate=RATE, reaction_s=REACTION_S, seed=seed)
     if rep.decision == "rolled_back":
         assert reg.aliases(name)["champion"] == champion_before  # nothing to reload: the pointer never moved
     return rep
@@ -279,13 +286,16 @@ def blue_green(reg, name, candidate, X, y, window, baseline_error, seed=0):
 reg_bg, v_bg = registry_with(fleet.classifier_model(w, fail_rate=0.01, label_noise=0.2))
 bg = blue_green(reg_bg, "churn", v_bg, X, y, WINDOW, baseline_error=0.01, seed=SEED)
 reg_cn, v_cn = registry_with(fleet.classifier_model(w, fail_rate=0.01, label_noise=0.2))
-cn = fleet.rollout(reg_cn, "churn", v_cn, X, y, window=WINDOW, seed=SEED)
+cn = fleet.rollout(reg_cn, "churn", v_cn, X, y, window=WINDOW, rate=RATE, reaction_s=REACTION_S, seed=SEED)
 reg_ok, v_ok = registry_with(fleet.classifier_model(w, fail_rate=0.01))
 bg_ok = blue_green(reg_ok, "churn", v_ok, X, y, WINDOW, baseline_error=0.01, seed=SEED)
-print(f"bad candidate: blue-green exposes {bg.exposed} users, decided at request {bg.events[-1][0]}; "
-      f"canary exposes {cn.exposed}, decided at request {cn.events[-1][0]}; good candidate under blue-green: "
-      f"{bg_ok.decision} after {bg_ok.events[-1][0] + 1} requests")
-assert bg.decision == cn.decision == "rolled_back" and bg.exposed == cn.exposed == WINDOW
-assert bg.events[-1][0] == WINDOW - 1  # every request went to the candidate
-assert cn.events[-1][0] > 10 * bg.events[-1][0]
+model_bg, model_cn = (fleet.canary_exposure(s, WINDOW, RATE, REACTION_S)[0] for s in (1.0, 0.05))
+print(f"bad candidate: blue-green exposes {bg.exposed} requests (model {model_bg:.0f}), "
+      f"rolled back after {bg.time_s:.0f} s; canary exposes {cn.exposed} "
+      f"(model {model_cn:.0f}) after {cn.time_s:.0f} s; good candidate "
+      f"under blue-green: {bg_ok.decision} after {bg_ok.events[-1][0] + 1} requests")
+assert bg.decision == cn.decision == "rolled_back"
+assert abs(bg.exposed - (WINDOW + RATE * REACTION_S)) < 4 * np.sqrt(RATE * REACTION_S)
+assert abs(cn.exposed - (WINDOW + 0.05 * RATE * REACTION_S)) < 4 * np.sqrt(0.05 * RATE * REACTION_S) + 1
+assert bg.exposed > 4 * cn.exposed and cn.time_s > bg.time_s
 assert bg_ok.decision == "promoted" and reg_ok.aliases("churn")["champion"] == v_ok

@@ -21,8 +21,10 @@ Ray Serve, FAISS, MLflow's registry, river) runs beside these in the chapters an
                             budget, TTFT/TPOT/goodput, preemption by recompute or swap
     vectors           Ch25  exact k-NN, sharded scatter-gather equal to brute force, recall@k
     ivf               Ch25  k-means coarse quantizer, IVF (nprobe), product quantization
+    ivfpq             Ch25  IVF-PQ with lookup-table distances (equal to FAISS IndexIVFPQ), re-ranking, filtered search
     hnsw              Ch25  HNSW graphs, deterministic given the seed
     rag               Ch25  a generated fact corpus, an extractive reader, RAG accuracy against k
-    fleet             Ch26  model registry with aliases, staged canary and shadow rollout with rollback
+    fleet             Ch26  model registry with aliases, staged canary (exposure set by the traffic share) and
+                            shadow rollout with rollback; detection and false-rollback rates with Wilson intervals
     drift             Ch26  PSI and KS drift statistics, fleet PSI by one all-reduce, delay and false alarms
 """
