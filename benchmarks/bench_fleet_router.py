@@ -9,7 +9,7 @@
 3. An autoscaler sizing FIFO replicas to a p99 SLO over a diurnal day, against static provisioning at
    its peak, priced per GPU-hour from capstone/prices.yaml.
 Everything is modelled time; the wall-clock column is how long the simulation took on this machine.
-Usage: python benchmarks/fleet_router.py [--requests 3000] [--rate 80] [--replicas 4] [--smoke]
+Usage: python benchmarks/bench_fleet_router.py [--requests 3000] [--rate 80] [--replicas 4] [--smoke]
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ is its first block with its embeddings and head (``draft_by_layer_skip``). For e
 decoding of ``--new`` tokens (checked equal, token for token, to the target's own greedy decoding), its
 acceptance rate, tokens per target pass against (1 - a^(k+1)) / (1 - a), and the wall-clock speed-up over
 the target decoding alone (median of ``--repeats`` runs, one BLAS thread); the acceptance rate at
-temperature 1 is counted too. Usage: python benchmarks/speculative_decoding.py [--layers 8] [--new 128]
+temperature 1 is counted too. Usage: python benchmarks/bench_speculative.py [--layers 8] [--new 128]
 [--eps 0.1] [--repeats 5] [--smoke]
 """
 from __future__ import annotations
