@@ -48,8 +48,8 @@ def ray_local():
 
 
 # Where CI's time goes, printed at the end of every run (the full durations list would be thousands of
-# lines): seconds per test file, per xdist group, and per worker, so the 45-minute budget can be kept.
-_SPENT: dict[str, dict[str, float]] = {"file": {}, "group": {}, "worker": {}}
+# lines): seconds per test file and per xdist worker, so the 45-minute budget can be kept.
+_SPENT: dict[str, dict[str, float]] = {"file": {}, "worker": {}}
 
 
 def pytest_runtest_logreport(report):
@@ -57,12 +57,10 @@ def pytest_runtest_logreport(report):
         return
     d = float(getattr(report, "duration", 0.0) or 0.0)
     file = report.nodeid.split("::")[0].rsplit("/", 1)[-1]
-    group = report.nodeid.rsplit("@", 1)[1] if "@" in report.nodeid else None
     node = getattr(report, "node", None)
     worker = getattr(getattr(node, "gateway", None), "id", None) or "main"
-    for kind, key in (("file", file), ("group", group), ("worker", worker)):
-        if key is not None:
-            _SPENT[kind][key] = _SPENT[kind].get(key, 0.0) + d
+    for kind, key in (("file", file), ("worker", worker)):
+        _SPENT[kind][key] = _SPENT[kind].get(key, 0.0) + d
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -72,6 +70,5 @@ def pytest_terminal_summary(terminalreporter):
     tr.section("time spent (s)")
     files = sorted(_SPENT["file"].items(), key=lambda kv: -kv[1])
     tr.write_line("  ".join(f"{name}:{sec:.0f}" for name, sec in files[:40]))
-    tr.write_line(f"all files: {sum(_SPENT['file'].values()):.0f}; groups: "
-                  + ", ".join(f"{g} {s:.0f}" for g, s in sorted(_SPENT["group"].items())) + "; workers: "
+    tr.write_line(f"all files: {sum(_SPENT['file'].values()):.0f}; workers: "
                   + ", ".join(f"{w} {s:.0f}" for w, s in sorted(_SPENT["worker"].items())))
