@@ -37,7 +37,7 @@ def main() -> None:
     prompts = np.random.default_rng(0).integers(0, 64, size=(n, 32))
     expected = [int(np.argmax(decoder_forward(model, p[None])[0, -1])) for p in prompts]
     t0 = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     try:
         url = start_decoder_service(CONFIG, replicas=args.replicas)
         post_json(url, {"tokens": prompts[0].tolist()})

@@ -9,7 +9,9 @@ from typing import Any
 
 
 def start_local_ray(ray: Any, num_cpus: int = 2) -> None:
-    options = dict(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # "local": a private Ray even while another test's cluster_utils.Cluster has written
+    # /tmp/ray/ray_current_cluster, which a bare ray.init() would join (or refuse, given num_cpus)
+    options = dict(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
         ray.init(**options)
     except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this time-out

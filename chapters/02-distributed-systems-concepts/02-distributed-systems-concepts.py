@@ -272,7 +272,7 @@ flags = tempfile.mkdtemp(prefix="ch02-ray-")  # crash markers: they outlive the 
 t0 = time.perf_counter()
 for attempt in (1, 2):  # a local Ray gives its raylet a fixed 30 s to start; a busy machine can miss it
     try:
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
                  object_store_memory=100 * 2**20)
         break
     except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception on start-up timeout

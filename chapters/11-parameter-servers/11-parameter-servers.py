@@ -213,7 +213,7 @@ def worker_step(shards, k, c, users, items, r):
 
 
 t0 = time.perf_counter()
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 try:
     startup = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -378,7 +378,7 @@ def torch_client_update(w, X_k, y_k, epochs, lr, batch_size, seed):
 
 
 t0 = time.perf_counter()
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 try:
     startup = time.perf_counter() - t0
 

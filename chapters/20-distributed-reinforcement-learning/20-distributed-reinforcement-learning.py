@@ -359,7 +359,7 @@ import os
 import ray
 
 t0 = time.perf_counter()
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
          object_store_memory=100 * 2**20)
 RAY_STARTUP = time.perf_counter() - t0
 print(f"Ray start-up: {RAY_STARTUP:.1f} s")

@@ -328,7 +328,7 @@ def trainable(config):
 
 
 t0 = time.perf_counter()
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
          object_store_memory=100 * 2**20)
 ray_startup = time.perf_counter() - t0
 storage = tempfile.mkdtemp(prefix="ch21-tune-")

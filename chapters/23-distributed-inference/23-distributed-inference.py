@@ -277,7 +277,7 @@ model = decoder_init(**serve_params)
 prompts = np.random.default_rng(SEED).integers(0, 64, size=(HTTP_REQUESTS, 32))
 expected = [int(np.argmax(decoder_forward(model, p[None])[0, -1])) for p in prompts]
 t0 = time.perf_counter()
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 try:
     logging.getLogger("ray.serve").setLevel(logging.ERROR)
     url = start_decoder_service(serve_params, replicas=2)

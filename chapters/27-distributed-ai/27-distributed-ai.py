@@ -315,7 +315,7 @@ show(ray_contract_net)
 ray_tasks, ray_contractors = dai.make_market(10, 3, seed=SEED + 2)
 VICTIM = 1
 t0 = time.perf_counter()
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 try:
     startup = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -401,7 +401,7 @@ def ray_english(bidders, increment):
 
 
 t0 = time.perf_counter()
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 try:
     startup = time.perf_counter() - t0
 

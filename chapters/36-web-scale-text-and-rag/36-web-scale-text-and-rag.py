@@ -530,7 +530,7 @@ udf, pool = (EmbedActor, dict(concurrency=1)) if EMBEDDER == "minilm" else (embe
 
 RAY_CHUNKS = min(len(chunks), 256)
 t0 = time.perf_counter()
-ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
          object_store_memory=200 * 2**20)
 try:
     ray.data.DataContext.get_current().enable_progress_bars = False

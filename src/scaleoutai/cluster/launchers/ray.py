@@ -98,7 +98,8 @@ def _drive(job: dict[str, Any]) -> int:
     local = job["address"] is None
     for attempt in (1, 2):  # a local Ray gives its raylet a fixed 30 s to start: a busy laptop can miss it
         try:
-            ray.init(address=job["address"], num_cpus=job["workers"] + 1 if local else None,
+            # "local", not None: a bare ray.init() joins whatever cluster /tmp/ray/ray_current_cluster names
+            ray.init(address="local" if local else job["address"], num_cpus=job["workers"] + 1 if local else None,
                      log_to_driver=False, include_dashboard=False, logging_level=logging.WARNING,
                      object_store_memory=100 * 2**20 if local else None)
             break
