@@ -19,6 +19,7 @@ import time
 from typing import IO, Any, Callable
 
 from .core import Faults, RankCrashed, RankError, RankStats, RunResult, RunTimeout
+from .forkserver import Forked, start_rank
 from .process import CRASH_EXIT_CODE
 from .procs import kill
 
@@ -43,7 +44,7 @@ def _load(path: str) -> dict[str, Any] | None:
         return None
 
 
-def _first_failure(tmp: str, procs: list[subprocess.Popen], faults: Faults) -> Exception:
+def _first_failure(tmp: str, procs: list[subprocess.Popen | Forked], faults: Faults) -> Exception:
     """The rank that failed first (by its own timestamp); peers it took down fail later."""
     found = []
     for r, p in enumerate(procs):
@@ -102,7 +103,7 @@ def run_process(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: di
     t0 = time.perf_counter()
     tmp = tempfile.mkdtemp(prefix="scaleout-run-")
     store = dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=timeout), wait_for_workers=False)
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen | Forked] = []
     relays: list[threading.Thread] = []
     try:
         with open(os.path.join(tmp, "sys_path.json"), "w") as f:
@@ -111,10 +112,11 @@ def run_process(fn: Callable[..., Any], world_size: int, args: tuple, kwargs: di
                                                    "trace": trace, "timeout": timeout})
         env = worker_env(world_size)
         for r in range(world_size):
-            cmd = [sys.executable, "-m", "scaleoutai.cluster._worker", tmp, str(r), str(world_size),
-                   str(store.port)]
-            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env=env, start_new_session=True)
+            argv = [tmp, str(r), str(world_size), str(store.port)]
+            p = start_rank(argv, env)  # forked from a warm server: no torch import per rank
+            if p is None:
+                p = subprocess.Popen([sys.executable, "-m", "scaleoutai.cluster._worker", *argv], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
             procs.append(p)
             t = threading.Thread(target=relay, args=(p.stdout, r, quiet), daemon=True)
             t.start()
