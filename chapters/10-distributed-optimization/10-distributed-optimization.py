@@ -41,6 +41,9 @@ UPDATES = 300  # smoke: 80
 SECONDS_PER_ROW = 2e-6  # simulated compute per example and gradient
 ALPHA = 1e-4
 BETA = 1e-8
+TRIALS = 2000  # smoke: 400
+LB_N = 2048
+LB_EPOCHS = 4
 SEED = 0
 
 # %% [markdown]
@@ -48,7 +51,9 @@ SEED = 0
 # learning rate `LR` ($\eta$); `TAUS` are the staleness values tried and `HS` the local-step counts;
 # `WORKERS` ranks (one parameter holder, the rest workers) run `UPDATES` asynchronous updates;
 # `SECONDS_PER_ROW` is the simulated cost of one example's gradient; `ALPHA` and `BETA` describe the
-# simulated network (here a slow one, 100 MB/s, so that communication is visible).
+# simulated network (here a slow one, 100 MB/s, so that communication is visible). `TRIALS` random
+# seeds estimate QSGD's mean and variance; the large-batch demo trains on `LB_N` examples for `LB_EPOCHS`
+# epochs (a few seconds at both sizes).
 #
 # ## 1. Motivation: which ceiling binds
 #
@@ -91,6 +96,10 @@ for params, gbit in ((25e6, 10), (350e6, 10), (350e6, 100), (7e9, 100)):
 #   k largest entries by magnitude; QSGD rounds each entry at random to one of $s$ levels of the norm,
 #   unbiased; PowerSGD sends a rank-r factorisation. With error feedback a rank compresses
 #   $p = g + e$ and keeps $e \leftarrow p - C(p)$, so what was dropped is delayed, not lost.
+# - **Large batches.** More workers at a fixed per-worker batch $b$ means a larger global batch
+#   $B = K b$ and $K$ times fewer steps per epoch. The **linear scaling rule** multiplies the step size by
+#   $K$ to keep the progress per epoch; **warm-up** ramps it up over the first steps, when the loss is
+#   steep; **LARS** and **LAMB** give each layer its own step, proportional to the size of its weights.
 
 # %%
 v = np.array([0.3, -2.0, 0.1, 1.5, -0.2, 0.05])
@@ -123,10 +132,18 @@ print(f"MLP with P = {P} parameters, float64")
 print(f"{'compressor':>20}" + "".join(f"{'K = ' + str(K):>10}" for K in (2, 4, 8, 64)))
 for name, comp in compressors.items():
     print(f"{name:>20}" + "".join(f"{cp.step_bytes(comp, P, K, 0, 8):>10}" for K in (2, 4, 8, 64)))
+topk = compressors[f"top-k (k = {P // 100})"]
+cross = next(K for K in range(2, 100_000) if cp.step_bytes(topk, P, K, 0, 8) > cp.step_bytes(cp.Dense(), P, K, 0, 8))
+assert cross > 64 and abs(cross - 4 * P / (3 * (P // 100))) < 2  # the formula's crossover
+print(f"top-k (k = {P // 100}) first sends more than the dense all-reduce at K = {cross} "
+      f"(4P/(3k) = {4 * P / (3 * (P // 100)):.1f})")
 
 # %% [markdown]
-# Top-k's all-gather grows with $K$ while the ring's bytes do not: at large $K$ a sparse all-gather
-# can send more than the dense all-reduce it replaced.
+# Top-k's all-gather grows linearly with $K$ while the ring's bytes level off near $2P$ values: at
+# $k = P/100$ top-k sends a tenth of the dense bytes at $K = 2$ and still about half at $K = 64$. It
+# overtakes the dense all-reduce only when $(K-1)\,k\,(4 + 8) > 2\frac{K-1}{K} P \cdot 8$, that is at
+# $K > \frac{4P}{3k} \approx 133$, beyond the table's columns; the cell finds the exact $K$ from the byte
+# counts. (QSGD's all-gather of one byte per level overtakes the ring of 8-byte values already from $K = 16$.)
 #
 # ## 4. A minimal from-scratch implementation in NumPy
 #
@@ -140,13 +157,16 @@ show(opt.train_sync_sgd)
 
 # %% [markdown]
 # The check: for every $K$ in `KS` and for $K$ larger than the batch (ranks with an empty block
-# all-reduce zeros), on the MLP with a global batch of 64, the weights equal one machine's.
+# all-reduce zeros; 5 steps are enough to show it), on the MLP with a global batch of 64, the weights
+# equal one machine's.
 
 # %%
 ref_w, ref_loss = opt.reference_sgd(X, y, mlp, w0, STEPS, LR, batch=64, seed=SEED)
+short_w, _ = opt.reference_sgd(X, y, mlp, w0, 5, LR, batch=64, seed=SEED)
 for K in KS + [70]:
-    res = cluster.run(opt.train_sync_sgd, K, args=(X, y, mlp, w0, STEPS, LR, 64, SEED), timeout=120)
-    worst = max(float(np.abs(w - ref_w).max()) for w, _ in res.values)
+    steps, want = (STEPS, ref_w) if K <= 64 else (5, short_w)
+    res = cluster.run(opt.train_sync_sgd, K, args=(X, y, mlp, w0, steps, LR, 64, SEED), timeout=120)
+    worst = max(float(np.abs(w - want).max()) for w, _ in res.values)
     assert worst < 1e-10, (K, worst)
 print(f"sync SGD equals one machine with B = 64 for K in {KS + [70]}; loss {ref_loss[0]:.3f} -> {ref_loss[-1]:.3f}")
 
@@ -237,12 +257,13 @@ wh0 = lh.init()
 runs = {"dense": cp.Dense(), "top-k (k = 5)": cp.TopK(5), "top-k + EF": cp.TopK(5, True),
         "QSGD (s = 2)": cp.QSGD(2), "QSGD (s = 16) + EF": cp.QSGD(16, True),
         "PowerSGD (r = 1)": cp.PowerSGD(1, ((5, 10),)), "PowerSGD (r = 1) + EF": cp.PowerSGD(1, ((5, 10),), True)}
-curves = {}
+curves, curves_final_w = {}, {}
 for name, comp in runs.items():
     res = cluster.run(cp.train_compressed_sgd, 4, args=(Xh, yh, lh, wh0, 300, 0.02, comp), timeout=120)
     per_step = cp.step_bytes(comp, 50, 4, 0, 8)
     assert res.stats[0].bytes_sent == 300 * per_step  # the communicator's count is the formula's
     curves[name] = (np.arange(301) * per_step, [lh.loss(w, Xh, yh) for w in res.values[0][1]])
+    curves_final_w[name] = res.values[0][0]
 final = {name: c[1][-1] for name, c in curves.items()}
 assert final["top-k + EF"] < 1.05 * final["dense"] and final["top-k (k = 5)"] > 1.2 * final["dense"]
 fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -254,6 +275,226 @@ ax.legend(fontsize=8)
 plt.show()
 for name, loss in final.items():
     print(f"{name:>22}: final loss {loss:8.3f} = {loss / final['dense']:5.2f} x dense, {cp.step_bytes(runs[name], 50, 4, 0, 8):4d} B/step")
+
+# %% [markdown]
+# ### Convergence: four results, stated and measured
+#
+# The runs above show *that* the methods converge or stall; the literature says *why*, with bounds. Each
+# result below is stated in this chapter's symbols and then measured on the least-squares problems
+# already built: `Xl, yl` (identical shards) and `Xh, yh` (4 shards that disagree).
+#
+# **(a) QSGD is unbiased, with bounded variance** (Alistarh et al. 2017, Lemma 3.1). For $v \in
+# \mathbb{R}^d$ and $s$ levels,
+#
+# $$\mathbb{E}[Q_s(v)] = v, \qquad \mathbb{E}\,\|Q_s(v) - v\|^2 \le \min\!\left(\frac{d}{s^2},
+# \frac{\sqrt{d}}{s}\right) \|v\|^2 .$$
+#
+# Entry $i$ is rounded between two levels $\|v\|/s$ apart, up with probability $p_i$, the fractional part
+# of $s|v_i|/\|v\|$; so the variance is exactly $(\|v\|/s)^2 \sum_i p_i(1-p_i)$ (`qsgd_variance`). Bounding
+# $p_i(1-p_i) \le 1/4$ gives $d/(4s^2)$, inside the $d/s^2$ branch; bounding it by $p_i \le s|v_i|/\|v\|$
+# and using $\|v\|_1 \le \sqrt{d}\|v\|$ gives the $\sqrt{d}/s$ one. We draw $Q_s(g)$ for the full gradient $g$ of
+# `Xl, yl` at $w_0$ with `TRIALS` seeds. The mean must be within 5 standard errors of $g$ (the tolerance
+# of a Monte-Carlo mean), the sample variance within 20% of the exact one, and both under the bound.
+
+# %%
+show(cp.qsgd_variance)
+g_full = lin.loss_grad(wl0, Xl, yl)[1] / len(yl)
+print(f"d = {D}, ||g||^2 = {g_full @ g_full:.3f}; Monte-Carlo over {TRIALS} seeds")
+print(f"{'s':>3} {'bias / ||g||':>13} {'tolerance':>10} {'E||Q-g||^2 / ||g||^2':>21} {'exact':>7} {'bound':>7}")
+for s in (1, 2, 4, 16):
+    mean, mse = cp.qsgd_moments(g_full, s, TRIALS, seed=SEED)
+    exact, bound = cp.qsgd_variance(g_full, s), cp.qsgd_variance_bound(D, s) * (g_full @ g_full)
+    tol = 5 * np.sqrt(exact / TRIALS)
+    assert np.linalg.norm(mean - g_full) <= tol and abs(mse - exact) <= 0.2 * exact and exact <= bound
+    norm2 = g_full @ g_full
+    print(f"{s:>3} {np.linalg.norm(mean - g_full) / np.sqrt(norm2):>13.4f} {tol / np.sqrt(norm2):>10.4f} "
+          f"{mse / norm2:>21.4f} {exact / norm2:>7.4f} {bound / norm2:>7.4f}")
+
+# %% [markdown]
+# The bound is a worst case: on this gradient the variance is several times below it. It is nearly
+# reached when all $|v_i|$ are equal and $s = 1$, where the variance is $(\sqrt{d} - 1)\|v\|^2$ (the tests
+# check that case). It is what QSGD's convergence theorem pays: the bound on the stochastic gradient's
+# second moment grows by the factor $1 + \min(d/s^2, \sqrt{d}/s)$.
+#
+# **(b) Error feedback keeps a bounded residual** (Karimireddy et al. 2019). A compressor is a
+# **$\delta$-contraction** if $\|C(x) - x\|^2 \le (1-\delta)\|x\|^2$ for every $x$; top-k is one with
+# $\delta = k/d$, because the $d-k$ smallest entries hold at most a $(d-k)/d$ share of $\|x\|^2$. With
+# error feedback the residual then stays bounded by a multiple of the largest gradient so far (their
+# Lemma 3, here with the step size outside the compressor):
+#
+# $$\|e_t\|^2 \le \frac{4(1-\delta)}{\delta^2} \max_{t' \le t} \|g_{t'}\|^2 ,$$
+#
+# and the compressor enters EF-SGD's rate only through a term that decays faster than SGD's leading
+# term, so EF-SGD converges to the same loss as uncompressed SGD. Plain top-k has no such guarantee, and
+# Section 4's plot showed it stalling. `reference_ef_trace` replays that run (top-k, $k = 5$ of $d = 50$,
+# so $\delta = 0.1$) on one machine and records each rank's residual and gradient norms.
+
+# %%
+delta = cp.topk_contraction(50, 5)
+trace = cp.reference_ef_trace(Xh, yh, lh, wh0, 300, 0.02, cp.TopK(5, True), 4)
+np.testing.assert_allclose(trace["ws"][-1], curves_final_w["top-k + EF"], rtol=0, atol=1e-12)  # = the cluster run
+ratio = trace["residual_norms"] ** 2 / (cp.ef_residual_bound(delta, 1.0)
+                                        * np.maximum.accumulate(trace["grad_norms"], axis=0) ** 2)
+assert ratio.max() <= 1
+print(f"delta = k/d = {delta}; bound factor 4(1 - delta)/delta^2 = {cp.ef_residual_bound(delta, 1.0):.0f}; "
+      f"largest ||e_t||^2 / bound over 300 steps and 4 ranks: {ratio.max():.3f}")
+print(f"final loss: dense {final['dense']:.3f}, top-k + EF {final['top-k + EF']:.3f}, "
+      f"top-k alone {final['top-k (k = 5)']:.3f} (stalled {final['top-k (k = 5)'] / final['dense']:.2f} x dense)")
+
+# %% [markdown]
+# The residual never comes near the bound (a worst case over all gradient sequences), and it does not
+# grow with $t$: what was dropped is paid back within a few steps.
+#
+# **(c) Local SGD pays for $H$ in a drift term.** For identical data, Stich (2019, Theorem 2.2) bounds
+# local SGD on a $\mu$-strongly convex loss with stochastic gradients of second moment at most $G^2$ and
+# condition number $\kappa$ by
+#
+# $$\mathbb{E}\,L(\hat w_T) - L^\star = O\!\left(\frac{G^2}{\mu K T} + \frac{\kappa H^2 G^2}{\mu T^2}\right)$$
+#
+# (plus a faster-decaying term in the initial error): the first term is synchronous SGD's, the second
+# is the price of $H$, the $K$ models drifting apart between averages. It decays like $1/T^2$, so $H$
+# can grow like $\sqrt{T/K}$ at no cost in rate. On a least-squares loss with identical shards the drift
+# cancels exactly in the average (the local steps are linear), so we measure on the disagreeing shards
+# `Xh, yh`, where it cannot cancel: with exact local gradients and a fixed step, local SGD settles at a
+# point whose excess loss grows with $H$ (for shards whose gradients at the optimum spread by $\zeta^2$,
+# of order $\eta^2 H^2 \zeta^2$; Khaled, Mishchenko and Richtarik 2020). The measured log-log slope of
+# excess loss against $H$ is about 2, the $H^2$ of the drift term. `reference_local_sgd` is the
+# single-machine twin of `train_local_sgd` (the tests check they agree for several $K$ and $H$).
+
+# %%
+w_star = np.linalg.lstsq(Xh, yh, rcond=None)[0]
+excess = {}
+for H in HS + [2 * HS[-1], 4 * HS[-1]]:
+    w_H, _ = opt.reference_local_sgd(Xh, yh, lh, wh0, 300, 0.02, H, 4)
+    excess[H] = lh.loss(w_H, Xh, yh) - lh.loss(w_star, Xh, yh)
+Hs = sorted(excess)
+slope = np.polyfit(np.log(Hs[1:]), np.log([excess[H] for H in Hs[1:]]), 1)[0]
+assert all(excess[a] < excess[b] for a, b in zip(Hs, Hs[1:])) and 1.5 < slope < 2.8
+print("excess loss L(w_T) - L* after 300 steps, K = 4:", {H: f"{e:.2e}" for H, e in excess.items()},
+      f"; log-log slope over H >= 2: {slope:.2f}")
+
+# %% [markdown]
+# **(d) Asynchronous SGD: the step size must shrink like $1/\tau$.** On the quadratic loss of `Xl, yl`,
+# with Hessian $A = \frac{2}{N} X^\top X$ (`least_squares_hessian`), fixed-delay gradient descent
+# $w_{t+1} = w_t - \eta A (w_{t-\tau} - w^\star)$ splits along the eigenvectors of $A$: the error along
+# eigenvalue $\lambda$ obeys $e_{t+1} = e_t - \eta\lambda\, e_{t-\tau}$. Its characteristic polynomial
+# $z^{\tau+1} - z^\tau + \eta\lambda$ has all roots inside the unit circle exactly when
+# $0 < \eta\lambda < 2\sin\frac{\pi}{2(2\tau+1)}$, a classical result on delay difference equations that the
+# tests confirm root by root. The top eigenvalue binds, so
+#
+# $$\eta < \eta^\star(\tau) = \frac{2}{\lambda_{\max}} \sin\frac{\pi}{2(2\tau + 1)} \approx
+# \frac{\pi}{(2\tau + 1)\,\lambda_{\max}} ,$$
+#
+# $2/\lambda_{\max}$ at $\tau = 0$ and shrinking like $1/\tau$. Analyses of stochastic asynchronous SGD on
+# smooth losses classically ask for a step of the same order, inversely proportional to the largest
+# delay; recent work (Section 9) relaxes the largest delay to an average or a quantile. The runs: every
+# $\tau$ in `TAUS`, step sizes from $0.5$ to $1.5$ times $\eta^\star(\tau)$.
+
+# %%
+lam_max = float(np.linalg.eigvalsh(opt.least_squares_hessian(Xl))[-1])
+wl_star = np.linalg.lstsq(Xl, yl, rcond=None)[0]
+factors = [0.5, 0.8, 0.95, 1.05, 1.2, 1.5]
+fig, ax = plt.subplots(figsize=(6, 4))
+for tau in TAUS:
+    eta_star = opt.delayed_gd_threshold(lam_max, tau)
+    dist = []
+    for f in factors:
+        w_end, _ = opt.reference_delayed_sgd(Xl, yl, lin, wl0, f * eta_star, tau, steps=400)
+        dist.append(float(np.linalg.norm(w_end - wl_star) / np.linalg.norm(wl_star)))
+    assert max(dist[:2]) < 0.01 and min(dist[4:]) > 1, (tau, dist)  # converges below, diverges above
+    ax.plot(factors, dist, "o-", label=f"tau = {tau}: eta* = {eta_star:.3f}")
+    print(f"tau = {tau:>2}: eta*(tau) = {eta_star:.4f}, {eta_star * lam_max * (2 * tau + 1) / np.pi:.3f} x the "
+          f"approximation pi / ((2 tau + 1) lam_max); |w_T - w*| / |w*| at 0.8 and 1.2 x eta*: "
+          f"{dist[1]:.1e}, {dist[4]:.1e}")
+ax.axvline(1.0, color="k", ls=":")
+ax.set(xlabel="step size / eta*(tau)", ylabel="||w_T - w*|| / ||w*|| (log)", yscale="log",
+       title=f"fixed-delay GD, lam_max = {lam_max:.2f}, 400 updates")
+ax.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Well below the threshold every run reaches $w^\star$; well above it every run moves away from it, by a
+# factor that grows with the number of updates. Close to $\eta^\star$ on either side the error changes
+# slowly (the top root is near the unit circle), so a finite run cannot tell the two apart there.
+# Section 6's step of 0.3 is above $\eta^\star(\tau)$ for the larger delays, which is why it diverges
+# there.
+#
+# ### Large batches: linear scaling, warm-up, LARS and LAMB
+#
+# Synchronous SGD on $K$ workers is one machine with batch $B = K b$, so adding workers at a fixed
+# per-worker batch means fewer, larger steps per epoch. Goyal et al. (2017) keep the progress per epoch
+# with the **linear scaling rule** $\eta_B = \eta_b \cdot B/b$ (K small steps of size $\eta_b$ are
+# roughly one step of $K\eta_b$ while the gradient changes little) and a **gradual warm-up**, which ramps
+# the step from small to $\eta_B$ over the first epochs, where the gradient does change fast. **LARS**
+# (You, Gitman and Ginsburg 2017) gives layer $l$ its own step, a trust ratio
+# $c\,\|w_l\| / (\|g_l\| + \omega\|w_l\|)$ times the global one ($c$ the trust coefficient, $\omega$ the
+# weight decay), so no layer moves by more than a fraction of its own size. **LAMB** (You et al. 2020)
+# applies the same layer-wise ratio $\|w_l\| / \|u_l\|$ to Adam's update $u_l$.
+
+# %%
+from scaleoutai.ml import large_batch as lb
+
+show(lb.lars_step)
+show(lb.lamb_step)
+
+# %% [markdown]
+# A hand check of one step on one layer, $w = (3, 4)$ and $g = (0.6, 0.8)$: LARS with $c = 0.001$ has
+# trust ratio $0.001 \cdot 5/1$, so it moves $w$ by $0.005\,g$; LAMB's first Adam direction is
+# $g/|g| = (1, 1)$, of norm $\sqrt 2$, so it moves $w$ by $\eta \cdot 5/\sqrt{2}$ in each coordinate. (The
+# tests also compare several steps with a torch implementation of each.)
+
+# %%
+w_hand, g_hand = np.array([3.0, 4.0]), np.array([0.6, 0.8])
+assert np.allclose(lb.lars_step(w_hand, g_hand, [(2,)], {}, lr=1.0, trust=0.001, momentum=0.0), [2.997, 3.996])
+assert np.allclose(lb.lamb_step(w_hand, g_hand, [(2,)], {}, lr=0.01, eps=0.0), w_hand - 0.05 / np.sqrt(2))
+print("LARS and LAMB match the hand-derived step")
+
+# %% [markdown]
+# The experiment: the MLP of Section 3 on `LB_N` examples, trained for `LB_EPOCHS` epochs at $b = 8$ with
+# $\eta_b = 0.05$, and at $B = 64 b = 512$ with (i) plain SGD at the linearly scaled $\eta_B = 3.2$,
+# (ii) the same with a one-epoch linear warm-up from $\eta_b$ to $\eta_B$, (iii) LAMB at $\eta = 0.05$
+# with a one-epoch warm-up from 0.
+# `train_large_batch` uses the batches that synchronous SGD on $K$ ranks would use, so each curve is
+# also what $K = 64$ workers would compute. Loss is plotted against epochs (examples seen / $N$).
+
+# %%
+Xb, yb = datasets.classification(LB_N, 10, classes=4, separation=2.5, seed=SEED)
+mlp_b = opt.mlp_model([10, 32, 4])
+wb0 = mlp_b.init(seed=SEED)
+b_small, K_big, lr_small = 8, 64, 0.05
+B_big, per_epoch = K_big * b_small, LB_N // (K_big * b_small)
+lb_runs = {f"b = {b_small}, eta = {lr_small}": lb.train_large_batch(
+    Xb, yb, mlp_b, wb0, LB_EPOCHS * LB_N // b_small, b_small, "sgd", lr_small, every=LB_N // b_small // 4)[1]}
+eta_big = lb.linear_scaled_lr(lr_small, b_small, B_big)
+for name, method, lr, warm in ((f"B = {B_big}: SGD, eta = {eta_big:.1f}", "sgd", eta_big, 0),
+                               (f"B = {B_big}: SGD + warm-up", "sgd", eta_big, per_epoch),
+                               (f"B = {B_big}: LAMB + warm-up", "lamb", 0.05, per_epoch)):
+    lb_runs[name] = lb.train_large_batch(Xb, yb, mlp_b, wb0, LB_EPOCHS * per_epoch, B_big, method, lr, warm,
+                                         start_lr=lr_small if method == "sgd" else 0.0)[1]
+fig, ax = plt.subplots(figsize=(6.5, 4))
+for name, losses in lb_runs.items():
+    ax.plot(np.linspace(0, LB_EPOCHS, len(losses)), losses, "k-" if name.startswith("b =") else "o-", label=name)
+ax.set(xlabel="epoch", ylabel="training loss L (log)", yscale="log", title=f"K = {K_big}: batch {b_small} vs {B_big}")
+ax.legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+small_final = lb_runs[f"b = {b_small}, eta = {lr_small}"][-1]
+for name, losses in lb_runs.items():
+    print(f"{name:>30}: loss after {LB_EPOCHS} epochs {losses[-1]:.3f} = {losses[-1] / small_final:.2f} x small batch")
+assert lb_runs[f"B = {B_big}: SGD + warm-up"][-1] < 1.1 * small_final
+assert lb_runs[f"B = {B_big}: LAMB + warm-up"][-1] < 1.1 * small_final
+assert lb_runs[f"B = {B_big}: SGD, eta = {eta_big:.1f}"][-1] > 1.3 * small_final
+
+# %% [markdown]
+# With 64 times fewer steps, linear scaling alone lags: its first step at $\eta = 3.2$ overshoots while
+# the loss is steep (the loss jumps about fourfold), and it does not catch up within the budget. Warm-up
+# removes exactly that start, and after it the large-batch curve joins the small-batch one, as Goyal et
+# al. found for ResNet-50 up to $B = 8192$. LAMB gets there with the small-batch step size itself,
+# because its trust ratio sets each layer's step from that layer's weights. Warm-up does not rescue
+# every linearly scaled step: at $\eta_b = 0.1$ the small batch still trains but $\eta_B = 6.4$ diverges
+# even after warm-up, while LAMB, whose step does not grow with $B$, keeps the curve (Exercise 6). Where
+# the linear rule stops is the *critical batch size* of Section 9.
 
 # %% [markdown]
 # ## 5. The same task with a production library: PyTorch DDP with the PowerSGD hook
@@ -338,10 +579,12 @@ print(f"DDP + powerSGD_hook (r = 2, EF, warm start) on 2 processes: torch state.
 #
 # **Stale gradients diverge.** Fixed-delay SGD with a step size that is safe for $\tau = 0$ diverges as
 # $\tau$ grows: the update corrects an error the weights no longer have, overshoots, and the overshoot
-# feeds back $\tau$ steps later. The safe step size shrinks roughly like $1/\tau$.
+# feeds back $\tau$ steps later. The safe step size shrinks roughly like $1/\tau$: the step 0.3 below
+# is under $\eta^\star(0)$ and over $\eta^\star(8)$ of Section 4 (d).
 
 # %%
 big = 0.3
+assert opt.delayed_gd_threshold(lam_max, 8) < big < opt.delayed_gd_threshold(lam_max, 0)  # Section 4 (d)
 fig, ax = plt.subplots(figsize=(6, 4))
 finals = {}
 for tau in [0, 2, 8]:
@@ -442,6 +685,12 @@ assert times["local H=4"][KS[-1]] < times["sync"][KS[-1]]
 #    bytes. Where does PowerSGD stop saving bytes relative to the dense all-reduce?
 # 5. **Lab 10.** One bit per coordinate: the scaled sign compressor with error feedback (EF-SignSGD),
 #    bit-packed on the wire, and why feedback rescues it: `labs/lab10-error-feedback-compression`.
+# 6. **Where linear scaling breaks.** In the large-batch experiment of Section 4, raise $\eta_b$ from
+#    0.05 to 0.1 with $\eta_B = 64\,\eta_b$ and the same warm-up. Which runs still keep the small-batch
+#    loss? Estimate the top Hessian eigenvalue $\lambda_{\max}$ of the training loss at $w_0$ and at the
+#    end of warm-up (power iteration on Hessian-vector products, each a difference of two gradients)
+#    and compare $\eta_B$ with $2/\lambda_{\max}$, the limit of Section 4 (d) at $\tau = 0$. Why does the
+#    quadratic rule not predict which run diverges?
 #
 # ## 9. Research directions
 #
@@ -453,6 +702,13 @@ assert times["local H=4"][KS[-1]] < times["sync"][KS[-1]]
 #   - Lian, Zhang, Zhang and Liu, "Asynchronous Decentralized Parallel Stochastic Gradient Descent",
 #     ICML, 2018 (and Lian et al., "Can Decentralized Algorithms Outperform Centralized Algorithms?",
 #     NeurIPS, 2017). Asynchrony without a parameter holder.
+#   - Koloskova, Stich and Jaggi, "Sharper Convergence Guarantees for Asynchronous SGD for Distributed and
+#     Federated Learning", NeurIPS, 2022. Asynchronous SGD over workers whose speeds vary over time, with
+#     guarantees that no longer hinge on the largest delay, the straggler of Section 4's run.
+#   - Attia, Gaash and Koren, "Faster Stochastic Optimization with Arbitrary Delays via Asynchronous
+#     Mini-Batching", arXiv preprint 2408.07503, 2024. Guarantees in terms of a quantile of the delays
+#     instead of their maximum or mean, by batching and filtering stale gradients: the step-size
+#     threshold of Section 4 (d) need not be set for the worst straggler.
 # - **Local steps and heterogeneous data.** Local SGD provably saves communication on identical data;
 #   when workers' data differ the local models drift apart, and the best $H$ and its correction terms
 #   are still studied (Chapter 14 meets the same problem as federated learning).
@@ -463,6 +719,16 @@ assert times["local H=4"][KS[-1]] < times["sync"][KS[-1]]
 #   - Gu, Lyu, Arora, Zhang and Huang, "A Quadratic Synchronization Rule for Distributed Deep Learning",
 #     ICLR, 2024. Grows the number of local steps $H$ as the learning rate decays, in proportion to
 #     $1/\eta^2$, which both cuts communication and improves test accuracy.
+#   - Khaled, Mishchenko and Richtarik, "Tighter Theory for Local SGD on Identical and Heterogeneous
+#     Data", AISTATS, 2020. Separates the two data regimes; the heterogeneous drift term is the one
+#     Section 4 (c) measures.
+#   - Wang, Wang, Chen and Ji, "A New Theoretical Perspective on Data Heterogeneity in Federated
+#     Optimization", ICML, 2024. Replaces the smoothness constant in the drift term by a much smaller
+#     heterogeneity-driven one, explaining why many local steps often help in practice despite the bound.
+#   - Sadchikov, Chezhegov, Beznosikov and Gasnikov, "Local SGD for Near-Quadratic Problems: Improving
+#     Convergence under Unconstrained Noise Conditions", Russian Mathematical Surveys, 2024. On quadratics
+#     with identical data the number of local steps does not matter (as Section 4 (c) observes); this work
+#     extends that to losses that are nearly quadratic.
 # - **Which compressor, with which feedback?** Error feedback fixes biased compressors such as top-k and
 #   sign; its interaction with momentum, Adam and all-reduce-compatible (linear) compressors, and the
 #   bytes it really saves end to end on fast networks, remain active questions.
@@ -473,6 +739,9 @@ assert times["local H=4"][KS[-1]] < times["sync"][KS[-1]]
 #   - Vogels, Karimireddy and Jaggi, "PowerSGD: Practical Low-Rank Gradient Compression for Distributed
 #     Optimization", NeurIPS, 2019. A linear compressor that stays an all-reduce; the algorithm of the
 #     torch hook in Section 5.
+#   - Richtarik, Gasanov and Burlachenko, "Error Feedback Reloaded: From Quadratic to Arithmetic Mean of
+#     Smoothness Constants", ICLR, 2024. A sharper analysis of EF21, the modern form of error feedback,
+#     whose rate improves most when workers' losses differ, as the shards of Section 4 do.
 # - **Low-communication training of large models.** Adam-based pre-training resists both tools above: its
 #   non-linear update slows convergence when gradients are compressed to a few bits or when workers take
 #   many local steps. Methods that synchronise once per hundreds of steps, or in a few bits, across poorly
@@ -484,6 +753,19 @@ assert times["local H=4"][KS[-1]] < times["sync"][KS[-1]]
 #   - Lu, Li, Zhang, De Sa and He, "Maximizing Communication Efficiency for Large-scale Training via 0/1
 #     Adam", ICLR, 2023. Freezes Adam's variance and linearises its step so that 1-bit compression and
 #     skipped rounds can be combined in Adam-based pre-training.
+# - **How large can the batch grow?** Linear scaling with warm-up and layer-wise trust ratios keep the
+#   small-batch curve up to a *critical batch size*, beyond which more workers buy fewer and fewer steps.
+#   Predicting that size for a given model and data budget, and schedules that grow the batch as
+#   training proceeds, are open.
+#   - Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", arXiv preprint
+#     1706.02677, 2017. The linear scaling rule and gradual warm-up of Section 4.
+#   - You, Gitman and Ginsburg, "Large Batch Training of Convolutional Networks", arXiv preprint
+#     1708.03888, 2017. LARS, the layer-wise trust ratio.
+#   - You et al., "Large Batch Optimization for Deep Learning: Training BERT in 76 minutes", ICLR, 2020.
+#     LAMB, the trust ratio on Adam's update, with convergence guarantees for both LARS and LAMB.
+#   - Zhang, Morwani, Vyas, Wu, Zou, Ghai, Foster and Kakade, "How Does Critical Batch Size Scale in
+#     Pre-training?", ICLR, 2025. In language-model pre-training the critical batch size grows mainly
+#     with the amount of data, not the model size: the limit that Exercise 6 meets at small scale.
 #
 # ## What's next
 #

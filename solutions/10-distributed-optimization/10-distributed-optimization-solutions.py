@@ -59,16 +59,9 @@ P = len(w0)
 
 # %%
 def local_sgd_rounds(X, y, model, w0, steps, lr, H, K):
-    """Full-batch local SGD of K ranks replayed in one process: yields (step, averaged model) per round."""
-    blocks = [np.arange(*block_range(len(y), K, r)) for r in range(K)]
-    ws = [w0.copy() for _ in range(K)]
-    for t in range(steps):
-        for r, rows in enumerate(blocks):
-            ws[r] = ws[r] - lr * (model.loss_grad(ws[r], X[rows], y[rows])[1] / len(rows))
-        if (t + 1) % H == 0 or t == steps - 1:
-            avg = sum(w * (len(rows) / len(y)) for w, rows in zip(ws, blocks))
-            ws = [avg.copy() for _ in range(K)]
-            yield t + 1, avg
+    """(step, averaged model) after each round of full-batch local SGD: the library's one-machine replay."""
+    rounds = opt.reference_local_sgd(X, y, model, w0, steps, lr, H, K)[1]
+    return [(min((i + 1) * H, steps), w) for i, w in enumerate(rounds)]
 
 
 def local_sgd_one_machine(X, y, model, w0, steps, lr, H, K):
@@ -365,3 +358,62 @@ plt.close(fig)
 # all-reduce (`dense_average`, which the no-feedback training case exposes: it does not stall); and
 # traffic beyond one packed frame per hop, even with forged statistics (`int8_on_wire`, `two_messages`,
 # `forged_stats`), which the grader's own byte count catches.
+
+# %% [markdown]
+# ## Exercise 6 (analysis): where linear scaling breaks
+#
+# **Setting.** Section 4's large-batch experiment: the MLP on 2048 examples, 4 epochs, $b = 8$ against
+# $B = 64 b = 512$, one-epoch warm-up from $\eta_b$ to $\eta_B = 64\eta_b$; LAMB at step 0.05 with a
+# one-epoch warm-up from 0.
+#
+# **Answer.** At $\eta_b = 0.05$ all three keep the small-batch loss (within 10%). At $\eta_b = 0.1$ the
+# small batch still trains, but SGD with warm-up at $\eta_B = 6.4$ diverges (its loss ends above
+# $10^3$); LAMB, whose step does not grow with $B$ (its trust ratio sets each layer's step from that
+# layer's weights), keeps the curve. The warm-up postpones the large steps until the loss is flatter,
+# but it cannot make a step that is too large for the flattened loss stable.
+#
+# **Why the quadratic rule does not predict it.** The power iteration gives $2/\lambda_{\max} \approx
+# 0.33$ at $w_0$ and about 1 at the end of warm-up, so even the run that works ($\eta_B = 3.2$) steps
+# far beyond $2/\lambda_{\max}$. On a quadratic that would diverge (Section 4 (d), $\tau = 0$). The
+# cross-entropy loss is not a quadratic: a step too large for the local curvature throws the weights
+# into a region where the curvature is lower (the loss's Hessian shrinks as logits grow), and training
+# continues there, the "edge of stability" regime. So $2/\lambda_{\max}$ at one point bounds nothing;
+# where linear scaling stops has to be measured, which is what the critical-batch-size work of Section 9
+# does.
+
+# %%
+from scaleoutai.ml import large_batch as lb  # noqa: E402
+
+Xb, yb = datasets.classification(2048, 10, classes=4, separation=2.5, seed=SEED)
+mlp_b = opt.mlp_model([10, 32, 4])
+wb0 = mlp_b.init(seed=SEED)
+b6, K6 = 8, 64
+B6, per_epoch6 = K6 * b6, 2048 // (K6 * b6)
+
+
+def top_eigenvalue(w, iters=30, h=1e-5):
+    """Power iteration on Hessian-vector products H v ~ (grad L(w + h v) - grad L(w)) / h."""
+    g0 = mlp_b.loss_grad(w, Xb, yb)[1] / len(yb)
+    v = np.random.default_rng(SEED).standard_normal(w.size)
+    v /= np.linalg.norm(v)
+    lam = 0.0
+    for _ in range(iters):
+        hv = (mlp_b.loss_grad(w + h * v, Xb, yb)[1] / len(yb) - g0) / h
+        lam, v = float(v @ hv), hv / np.linalg.norm(hv)
+    return lam
+
+
+ex6 = {}
+for lr_b in (0.05, 0.1):
+    eta_B = lb.linear_scaled_lr(lr_b, b6, B6)
+    small = lb.train_large_batch(Xb, yb, mlp_b, wb0, 4 * 2048 // b6, b6, "sgd", lr_b, every=2048 // b6)[1][-1]
+    warm = lb.train_large_batch(Xb, yb, mlp_b, wb0, 4 * per_epoch6, B6, "sgd", eta_B, per_epoch6, start_lr=lr_b)[1][-1]
+    lamb = lb.train_large_batch(Xb, yb, mlp_b, wb0, 4 * per_epoch6, B6, "lamb", 0.05, per_epoch6)[1][-1]
+    ex6[lr_b] = (eta_B, small, warm, lamb)
+    print(f"eta_b = {lr_b}: small batch {small:.3f}, SGD + warm-up at eta_B = {eta_B:.1f}: {warm:.3g}, LAMB {lamb:.3f}")
+assert all(v[2] < 1.1 * v[1] and v[3] < 1.1 * v[1] for v in [ex6[0.05]])
+assert ex6[0.1][1] < 0.5 and ex6[0.1][2] > 1e3 and ex6[0.1][3] < 1.1 * ex6[0.05][1]
+w_warm, _ = lb.train_large_batch(Xb, yb, mlp_b, wb0, per_epoch6, B6, "sgd", 3.2, per_epoch6, start_lr=0.05)
+limits = (2 / top_eigenvalue(wb0), 2 / top_eigenvalue(w_warm))
+print(f"2 / lambda_max: {limits[0]:.2f} at w_0, {limits[1]:.2f} after warm-up; eta_B = 3.2 trains anyway")
+assert max(limits) < 3.2 / 2

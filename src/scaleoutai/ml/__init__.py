@@ -5,6 +5,7 @@ scikit-learn, LightGBM, PyTorch Geometric, Opacus) run beside these in the chapt
 
     optimization       Ch10  sync SGD, asynchronous SGD with staleness tau, local SGD with H local steps
     compression        Ch10  top-k, QSGD, PowerSGD, error feedback, compressed_allreduce and its bytes
+    large_batch        Ch10  linear scaling and warm-up, LARS and LAMB layer-wise trust ratios
     paramserver        Ch11  sharded key-value parameter server: sparse push/pull, SSP bound enforced and
                              measured, primary-backup replicas (paramserver_server: the server loop)
     classical          Ch12  linear/ridge regression from one all-reduce of sufficient statistics, Lloyd k-means

@@ -26,7 +26,8 @@ from .optimization import Model
 __all__ = ["Dense", "TopK", "QSGD", "PowerSGD", "topk_compress", "topk_decompress", "qsgd_quantize",
            "qsgd_dequantize", "orthogonalize", "compressed_allreduce", "reference_compressed_allreduce",
            "ring_allreduce_bytes", "all_gather_bytes", "step_bytes", "qsgd_paper_bits", "train_compressed_sgd",
-           "reference_compressed_sgd"]
+           "reference_compressed_sgd", "qsgd_variance_bound", "qsgd_variance", "qsgd_moments", "topk_contraction",
+           "ef_residual_bound", "reference_ef_trace"]
 
 
 @dataclass(frozen=True)
@@ -305,3 +306,68 @@ def reference_compressed_sgd(X: np.ndarray, y: np.ndarray, model: Model, w0: np.
         w = w - lr * reference_compressed_allreduce(grads, compressor, states)
         ws.append(w)
     return w, ws
+
+
+# --- convergence (Section 4, "What the theory promises") -------------------------------------------
+
+def qsgd_variance_bound(d: int, s: int) -> float:
+    """Alistarh et al. 2017, Lemma 3.1: E ||Q_s(v) - v||^2 <= min(d / s^2, sqrt(d) / s) ||v||^2 for v in R^d.
+    Returns the factor in front of ||v||^2."""
+    if d < 1 or s < 1:
+        raise ValueError(f"need d >= 1 and s >= 1, got d = {d}, s = {s}")
+    return float(min(d / s ** 2, np.sqrt(d) / s))
+
+
+def qsgd_variance(vec: np.ndarray, s: int) -> float:
+    """The exact E ||Q_s(v) - v||^2: entry i is rounded between two levels ||v||/s apart with probability
+    p_i = frac(s |v_i| / ||v||), so the variance is (||v|| / s)^2 sum_i p_i (1 - p_i)."""
+    vec = np.asarray(vec, dtype=np.float64)
+    norm = float(np.linalg.norm(vec))
+    if norm == 0:
+        return 0.0
+    scaled = np.abs(vec) / norm * s
+    p = scaled - np.floor(scaled)
+    return (norm / s) ** 2 * float(np.sum(p * (1 - p)))
+
+
+def qsgd_moments(vec: np.ndarray, s: int, trials: int, seed: int = 0) -> tuple[np.ndarray, float]:
+    """Monte-Carlo over ``trials`` seeds (seed, i) of ``qsgd_quantize``: the mean of Q(v) (-> v, unbiased)
+    and the mean of ||Q(v) - v||^2 (<= qsgd_variance_bound(d, s) ||v||^2)."""
+    vec = np.asarray(vec, dtype=np.float64)
+    total, sq = np.zeros_like(vec), 0.0
+    for i in range(trials):
+        q = qsgd_dequantize(*qsgd_quantize(vec, s, np.random.default_rng([seed, i])), s)
+        total += q
+        sq += float(np.sum((q - vec) ** 2))
+    return total / trials, sq / trials
+
+
+def topk_contraction(d: int, k: int) -> float:
+    """delta of top-k as a delta-contraction, ||C(x) - x||^2 <= (1 - delta) ||x||^2: delta = k / d
+    (the d - k smallest entries carry at most a (d - k) / d share of ||x||^2)."""
+    if not 0 <= k <= d or d < 1:
+        raise ValueError(f"need 0 <= k <= d and d >= 1, got k = {k}, d = {d}")
+    return k / d
+
+
+def ef_residual_bound(delta: float, grad_norm: float) -> float:
+    """Karimireddy et al. 2019, Lemma 3 (step size outside the compressor): with a delta-contraction and
+    gradients ||g_t|| <= G, the error-feedback residual stays bounded, ||e_t||^2 <= 4 (1 - delta) / delta^2 G^2."""
+    if not 0 < delta <= 1:
+        raise ValueError(f"delta must be in (0, 1], got {delta}")
+    return 4.0 * (1.0 - delta) / delta ** 2 * float(grad_norm) ** 2
+
+
+def reference_ef_trace(X: np.ndarray, y: np.ndarray, model: Model, w0: np.ndarray, steps: int, lr: float,
+                       compressor: Compressor, K: int) -> dict[str, Any]:
+    """``reference_compressed_sgd`` that also records, per step and rank, ||g_r|| and the residual ||e_r||
+    after the step (zeros without error feedback). Keys: "ws" (w_0..w_T), "grad_norms", "residual_norms"."""
+    states: list[dict] = [{} for _ in range(K)]
+    w, ws, gn, en = w0.copy(), [w0.copy()], [], []
+    for _ in range(steps):
+        grads = [_scaled_grad(model, w, X, y, K, r) for r in range(K)]
+        w = w - lr * reference_compressed_allreduce(grads, compressor, states)
+        ws.append(w)
+        gn.append([float(np.linalg.norm(g)) for g in grads])
+        en.append([float(np.linalg.norm(st.get("residual", 0.0))) for st in states])
+    return {"ws": ws, "grad_norms": np.array(gn), "residual_norms": np.array(en)}

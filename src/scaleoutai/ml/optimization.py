@@ -19,7 +19,7 @@ from ..collectives import block_range, ring_allreduce
 
 __all__ = ["Model", "linear_model", "mlp_model", "batch_rows", "reference_sgd", "train_sync_sgd",
            "train_local_sgd", "train_async_sgd", "reference_delayed_sgd", "staleness_histogram",
-           "heterogeneous_regression"]
+           "heterogeneous_regression", "reference_local_sgd", "least_squares_hessian", "delayed_gd_threshold"]
 
 
 @dataclass(frozen=True)
@@ -265,3 +265,46 @@ def staleness_histogram(staleness: np.ndarray) -> np.ndarray:
     """counts[tau] = how many updates were tau updates stale."""
     s = np.asarray(staleness, dtype=np.int64)
     return np.bincount(s, minlength=1) if s.size else np.zeros(1, dtype=np.int64)
+
+
+# --- convergence (Section 4, "What the theory promises") -------------------------------------------
+
+def reference_local_sgd(X: np.ndarray, y: np.ndarray, model: Model, w0: np.ndarray, steps: int, lr: float,
+                        H: int, K: int, batch: int | None = None, seed: int = 0
+                        ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``train_local_sgd`` on one machine: K models, each stepping on its block of every global batch,
+    averaged (weights n_r / B) every H steps and after the last. Returns w and the model after each round."""
+    _check(X, y, w0, lr)
+    if int(H) != H or H < 1 or K < 1:
+        raise ValueError(f"H and K must be integers >= 1, got H = {H}, K = {K}")
+    ws, rounds = [w0.copy() for _ in range(K)], []
+    for t in range(steps):
+        shares = []
+        for r in range(K):
+            rows = _my_rows(len(y), batch, t, seed, K, r)
+            shares.append(len(rows))
+            if len(rows):
+                ws[r] = ws[r] - lr * (model.loss_grad(ws[r], X[rows], y[rows])[1] / len(rows))
+        if (t + 1) % H == 0 or t == steps - 1:
+            B = sum(shares)
+            avg = sum(w * (n / B) for w, n in zip(ws, shares))
+            ws = [avg.copy() for _ in range(K)]
+            rounds.append(avg)
+    return ws[0], rounds
+
+
+def least_squares_hessian(X: np.ndarray) -> np.ndarray:
+    """The Hessian of the linear model's mean loss L(w) = (1/N) sum (x.w - y)^2: 2 X^T X / N (constant)."""
+    return 2.0 * (X.T @ X) / len(X)
+
+
+def delayed_gd_threshold(lam_max: float, tau: int) -> float:
+    """The largest stable step size of fixed-delay gradient descent w_{t+1} = w_t - lr A w_{t-tau} on a
+    quadratic with top Hessian eigenvalue lam_max: lr < 2 sin(pi / (2 (2 tau + 1))) / lam_max.
+
+    Along an eigenvector the error obeys e_{t+1} = e_t - a e_{t-tau}, a = lr lam, whose characteristic
+    polynomial z^(tau+1) - z^tau + a has every root inside the unit circle iff 0 < a < 2 sin(pi/(4 tau + 2))
+    (Levin and May 1976). tau = 0 gives the familiar 2 / lam_max; large tau gives ~ pi / (2 tau lam_max)."""
+    if tau < 0 or not lam_max > 0:
+        raise ValueError(f"need tau >= 0 and lam_max > 0, got tau = {tau}, lam_max = {lam_max}")
+    return 2.0 * float(np.sin(np.pi / (2 * (2 * tau + 1)))) / float(lam_max)
