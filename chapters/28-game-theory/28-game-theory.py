@@ -76,9 +76,10 @@ print(f"Kuhn poker: {len(C.INFOSETS)} information sets; heads-up limit hold'em: 
 # %% [markdown]
 # ## 2. Core concepts
 #
-# **Normal-form game.** $N$ players (here $N$ counts players, not examples); player $i$ has $n_i$
-# actions and a payoff $u_i(a_1, \dots, a_N)$. The library stores the payoffs as one tensor of shape
-# $(N, n_1, \dots, n_N)$; a two-player (bimatrix) game is the pair $(A, B)$ of row and column payoffs.
+# **Normal-form game.** $M$ players (a local symbol: $N$ is the dataset size throughout the course);
+# player $i$ has $n_i$ actions and a payoff $u_i(a_1, \dots, a_M)$. The library stores the payoffs as
+# one tensor of shape $(M, n_1, \dots, n_M)$; a two-player (bimatrix) game is the pair $(A, B)$ of row
+# and column payoffs.
 # A **mixed strategy** $s_i$ is a probability vector over the actions; the players randomise
 # independently, so player $i$'s value of its action $a$ is
 # $u_i(a, s_{-i}) = \sum_{a_{-i}} u_i(a, a_{-i}) \prod_{j \ne i} s_j(a_j)$.
@@ -90,7 +91,7 @@ print(f"Kuhn poker: {len(C.INFOSETS)} information sets; heads-up limit hold'em: 
 # $$\mathrm{NashConv}(s) = \sum_i \big(\max_a u_i(a, s_{-i}) - u_i(s)\big) \ge 0$$
 #
 # is what all players together would gain by deviating alone; it is zero exactly at an equilibrium,
-# and OpenSpiel's **exploitability** is $\mathrm{NashConv}/N$. In a two-player zero-sum game ($B = -A$)
+# and OpenSpiel's **exploitability** is $\mathrm{NashConv}/M$. In a two-player zero-sum game ($B = -A$)
 # NashConv is the duality gap of the minimax linear program, and every equilibrium pays the game's value.
 #
 # **Supports and indifference.** In an equilibrium every action a player uses pays the same (otherwise
@@ -234,17 +235,17 @@ show(g.fictitious_play, g.regret_matching_strategy, g.regret_matching_update, g.
 show(g.train_regret_matching)
 
 # %%
-for N in PLAYERS:
-    actions = [2 + (i % 3) for i in range(N)]
-    U = g.random_nplayer_game(actions, seed=SEED + N)
+for M in PLAYERS:
+    actions = [2 + (i % 3) for i in range(M)]
+    U = g.random_nplayer_game(actions, seed=SEED + M)
     avg, missed, res = g.run_regret_matching(U, 50, timeout=60)
     ref, _ = g.reference_regret_matching(U, 50)
     assert missed == set()
     for a, r in zip(avg, ref):
         np.testing.assert_array_equal(a, r)  # bit for bit
-    assert all(res.stats[i].messages_sent == 50 * (N - 1) for i in range(N))
-    assert all(res.stats[i].bytes_sent == 50 * (N - 1) * actions[i] * 8 for i in range(N))
-    print(f"N = {N} players, actions {actions}: equal to the reference; "
+    assert all(res.stats[i].messages_sent == 50 * (M - 1) for i in range(M))
+    assert all(res.stats[i].bytes_sent == 50 * (M - 1) * actions[i] * 8 for i in range(M))
+    print(f"M = {M} players, actions {actions}: equal to the reference; "
           f"{sum(s.messages_sent for s in res.stats)} messages, {sum(s.bytes_sent for s in res.stats)} bytes")
 
 # %% [markdown]
@@ -510,15 +511,15 @@ print(f"time per iteration: ours {per_ours * 1e6:.0f} us, OpenSpiel {per_os * 1e
 
 # %%
 rows = []
-for N in PLAYERS:
-    U = g.random_nplayer_game([3] * N, seed=SEED + N)
+for M in PLAYERS:
+    U = g.random_nplayer_game([3] * M, seed=SEED + M)
     _, _, res = g.run_regret_matching(U, 20, network=net, seconds_per_round=1e-4, timeout=60)
     msgs, nbytes = sum(s.messages_sent for s in res.stats), sum(s.bytes_sent for s in res.stats)
-    rows.append((N, msgs / 20, nbytes / 20, res.sim_time / 20))
-    assert msgs == 20 * N * (N - 1)
+    rows.append((M, msgs / 20, nbytes / 20, res.sim_time / 20))
+    assert msgs == 20 * M * (M - 1)
 print(f"{'K':>3} {'messages/round':>15} {'bytes/round':>12} {'simulated ms/round':>19} {'model (K-1)a + c':>18}")
-for N, m, b, s in rows:
-    print(f"{N:>3} {m:>15.0f} {b:>12.0f} {s * 1e3:>19.3f} {(N - 1) * net.alpha * 1e3 + 0.1:>18.3f}")
+for M, m, nb, s in rows:
+    print(f"{M:>3} {m:>15.0f} {nb:>12.0f} {s * 1e3:>19.3f} {(M - 1) * net.alpha * 1e3 + 0.1:>18.3f}")
 
 # %% [markdown]
 # **The cost of exact equilibria.** Support enumeration solves two small systems per pair of equal-size
@@ -564,11 +565,11 @@ for n, pairs, k, t_se, t_lh in enum_rows:
 #    game. Show that the joint empirical distribution of play satisfies the coarse correlated equilibrium
 #    inequalities up to a gap that falls as $1/\sqrt{T}$, while the product of the average strategies
 #    need not be a Nash equilibrium.
-# 6. **Lab 28: CFR+ on a cluster.** Solve Kuhn poker with N cards by CFR+ (regret matching+ with the
-#    regrets floored at zero, alternating updates, a linearly weighted average) with the information sets
-#    sharded by card over K ranks, each rank holding only its shard of a checkpoint. Decide what a rank
-#    must receive each update to compute its own cards' counterfactual values, send only that, and beat
-#    vanilla CFR's exploitability at equal iterations for any K (`labs/lab28-cfr-plus`).
+# 6. **Lab 28: CFR+ on a cluster.** Solve Kuhn poker with a deck of $n_c$ cards by CFR+ (regret
+#    matching+ with the regrets floored at zero, alternating updates, a linearly weighted average) with
+#    the information sets sharded by card over K ranks, each rank holding only its shard of a checkpoint.
+#    Decide what a rank must receive each update to compute its own cards' counterfactual values, send
+#    only that, and beat vanilla CFR's exploitability at equal iterations for any K (`labs/lab28-cfr-plus`).
 #
 # ## 9. Research directions
 #

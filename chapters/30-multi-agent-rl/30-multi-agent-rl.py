@@ -120,7 +120,8 @@ print("payoff of each action against a uniformly exploring partner:", climb.payo
 #
 # ## 3. The distribution and communication pattern
 #
-# Every protocol uses one pattern. Rank 0 hosts the environment and steps $E$ copies of it at once; the
+# Every protocol uses one pattern. Rank 0 hosts the environment and steps $M$ copies of it at once (the
+# keyword `E` of `marl`'s functions; $E$ itself is reserved for parallel efficiency); the
 # $n$ agents are spread over the $K$ ranks in contiguous blocks (`collectives.block_bounds`, so $K > n$
 # leaves ranks idle). Per step the host sends rank $r$ one block with its agents' observations (and the
 # last rewards and executed actions), and receives their actions: no receive-from-any is needed, because
@@ -136,9 +137,9 @@ traced = cluster.run(marl.train_iql, 3, args=(pp, 3), kwargs=dict(E=64), trace=T
 cluster.plot_timeline(traced, title="independent Q-learning, 3 steps: rank 0 hosts the game and predator 0, "
                       "rank 1 is predator 1")
 plt.show()
-E = 64  # host -> agent: a (4, 1, E) float64 block per step; agent -> host: (1, E) int64 actions
+M = 64  # host -> agent: a (4, 1, M) float64 block per step; agent -> host: (1, M) int64 actions
 print(f"agent rank 1 received {traced.stats[1].bytes_received} B and sent {traced.stats[1].bytes_sent} B")
-assert traced.stats[1].bytes_received == 4 * 4 * 8 * E and traced.stats[1].bytes_sent == 3 * 8 * E
+assert traced.stats[1].bytes_received == 4 * 4 * 8 * M and traced.stats[1].bytes_sent == 3 * 8 * M
 assert traced.stats[1].messages_received == 3 + 1  # the last message carries the final rewards only
 
 # %% [markdown]
@@ -146,7 +147,7 @@ assert traced.stats[1].messages_received == 3 + 1  # the last message carries th
 #
 # **Independent Q-learners.** `train_iql` is the whole protocol for one rank: the host branch steps the
 # environment and substitutes a fallback action for any agent it did not hear from; the agent branch
-# learns from the executed action the host echoes back, then acts. `QLearner` updates a batch of $E$
+# learns from the executed action the host echoes back, then acts. `QLearner` updates a batch of $M$
 # transitions at once: each visited cell moves $\eta$ of the way to the mean of its targets.
 
 # %%
@@ -427,7 +428,7 @@ assert all(v > 0.8 * lossy[0.0] and v > 3 * pp_random for v in lossy.values())
 # ## 7. Evaluation: messages, time and sample efficiency
 #
 # Per step the host sends one block per agent rank and receives one, so messages grow with the number of
-# agent ranks, and the bytes with the number of agents that do not live on the host (times $E$). On the
+# agent ranks, and the bytes with the number of agents that do not live on the host (times $M$). On the
 # simulator's alpha-beta clock the host handles the ranks one after another: the time per step grows
 # with the number of agent ranks, as for any star. The table runs `SignalGame` with 4 agents.
 
@@ -450,9 +451,9 @@ ax.set(xlabel="ranks K", ylabel="simulated ms per step", title="COMA on 4 agents
 plt.show()
 
 # %% [markdown]
-# **Sample efficiency.** $E$ copies per step let one message carry $E$ observations, which is how the
+# **Sample efficiency.** $M$ copies per step let one message carry $M$ observations, which is how the
 # protocol amortises the per-message latency $\alpha$. For a fixed number of plays, though, more copies
-# per step mean fewer updates. Does learning suffer? The plot holds the plays fixed and varies $E$.
+# per step mean fewer updates. Does learning suffer? The plot holds the plays fixed and varies $M$.
 
 # %%
 plays, last = 16 * PP_STEPS, {}
@@ -460,9 +461,9 @@ fig, ax = plt.subplots(figsize=(7, 4))
 for e in (8, 32, 128):
     curves = [marl.reference_iql(pp, plays // e, E=e, lr=0.2, gamma=0.9, seed=s)["curve"][:, 0]
               for s in range(min(SEEDS, 4))]
-    band(ax, [c * 30 for c in curves], f"E = {e}", smooth=max(1, 1600 // e), x=np.arange(len(curves[0])) * e)
+    band(ax, [c * 30 for c in curves], f"M = {e}", smooth=max(1, 1600 // e), x=np.arange(len(curves[0])) * e)
     last[e] = float(np.mean([c[-len(c) // 10:].mean() for c in curves]))
-ax.set(xlabel="plays (steps x E)", ylabel="captures per 30 steps", title="predator-prey: copies per step")
+ax.set(xlabel="plays (steps x M)", ylabel="captures per 30 steps", title="predator-prey: copies per step")
 ax.legend()
 plt.show()
 print("captures per step over the last tenth:", {e: round(v, 3) for e, v in last.items()})
@@ -471,7 +472,7 @@ assert max(last.values()) < 1.25 * min(last.values())
 # %% [markdown]
 # The curves lie on top of each other: per play, the batched update loses nothing on this task (each
 # cell moves to the mean of its targets, and the exploration schedule follows the fraction of training
-# done), so in this range $E$ can grow to amortise $\alpha$ at no cost in samples. With far larger
+# done), so in this range $M$ can grow to amortise $\alpha$ at no cost in samples. With far larger
 # batches per step, or with function approximation, that need not hold.
 
 # %% [markdown]

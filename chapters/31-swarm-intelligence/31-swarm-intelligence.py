@@ -90,19 +90,20 @@ for n in (100, 10_000, 1_000_000):
 # $$v_i \leftarrow v_i - w_s \sum_{|d_{ij}| < r_{\mathrm{sep}}} d_{ij} + w_a (\bar v_{N(i)} - v_i) + w_c \bar d_{N(i)},$$
 #
 # with $d_{ij} = x_j - x_i$ taken the short way round the periodic box; the speed is then clamped to
-# $[v_{\min}, v_{\max}]$. The **polarisation** $\varphi = \lVert \sum_i v_i/\lVert v_i\rVert \rVert / n$
+# $[v_{\min}, v_{\max}]$. The **polarisation** (Vicsek's order parameter)
+# $v_a = \lVert \sum_i v_i/\lVert v_i\rVert \rVert / n$
 # measures order: about $1/\sqrt{n}$ for random headings, 1 when the flock moves as one.
 
 # %%
 flock = sw.BoidsParams(box=BOX, radius=1.5)
 X0, V0 = sw.random_flock(N_BOIDS, flock, seed=SEED)
 snap_at = [0, BOID_STEPS // 4, BOID_STEPS]
-snaps, phi = {0: (X0, V0)}, [sw.polarisation(V0)]
+snaps, v_a = {0: (X0, V0)}, [sw.polarisation(V0)]
 t0 = time.perf_counter()
 Xs, Vs = X0, V0
 for t in range(1, BOID_STEPS + 1):
     Xs, Vs = sw.boids_step(Xs, Vs, flock)  # what reference_boids does, keeping snapshots on the way
-    phi.append(sw.polarisation(Vs))
+    v_a.append(sw.polarisation(Vs))
     if t in snap_at:
         snaps[t] = (Xs, Vs)
 boid_seconds = time.perf_counter() - t0
@@ -110,23 +111,24 @@ fig, axes = plt.subplots(1, 4, figsize=(15, 3.8))
 for ax, t in zip(axes, snap_at):
     Xt, Vt = snaps[t]
     ax.quiver(Xt[:, 0], Xt[:, 1], Vt[:, 0], Vt[:, 1], np.arctan2(Vt[:, 1], Vt[:, 0]), cmap="hsv", scale=12)
-    ax.set(xlim=(0, BOX), ylim=(0, BOX), aspect="equal", title=f"step {t}, phi = {sw.polarisation(Vt):.2f}")
-axes[3].plot(phi)
-axes[3].set(xlabel="step", ylabel="polarisation phi", ylim=(0, 1.02), title="order from local rules")
+    ax.set(xlim=(0, BOX), ylim=(0, BOX), aspect="equal", title=f"step {t}, v_a = {sw.polarisation(Vt):.2f}")
+axes[3].plot(v_a)
+axes[3].set(xlabel="step", ylabel="polarisation v_a", ylim=(0, 1.02), title="order from local rules")
 plt.tight_layout()
 plt.show()
-print(f"{N_BOIDS} boids, {BOID_STEPS} steps in {boid_seconds:.1f} s; phi {phi[0]:.2f} -> {phi[-1]:.2f}")
-assert phi[0] < 0.3 and phi[-1] > 0.8
+print(f"{N_BOIDS} boids, {BOID_STEPS} steps in {boid_seconds:.1f} s; v_a {v_a[0]:.2f} -> {v_a[-1]:.2f}")
+assert v_a[0] < 0.3 and v_a[-1] > 0.8
 
 # %% [markdown]
 # **Particle swarm optimisation** (Kennedy and Eberhart 1995). Particle $i$ has a position $x_i$, a
 # velocity $v_i$ and the best point it has seen, $p_i$; the swarm knows its best point $g$. With fresh
 # $r_1, r_2 \sim U[0, 1)$ per coordinate,
 #
-# $$v_i \leftarrow w\, v_i + c_1 r_1 (p_i - x_i) + c_2 r_2 (g - x_i), \qquad x_i \leftarrow x_i + v_i .$$
+# $$v_i \leftarrow \omega\, v_i + c_1 r_1 (p_i - x_i) + c_2 r_2 (g - x_i), \qquad x_i \leftarrow x_i + v_i .$$
 #
-# The inertia weight $w$ (Shi and Eberhart 1998) trades exploration against convergence; Clerc and
-# Kennedy's **constriction** sets $w = \chi$, $c_k = \chi \varphi_k$ with
+# The inertia weight $\omega$ (Shi and Eberhart 1998; not $w$, which the course keeps for model weights)
+# trades exploration against convergence; Clerc and Kennedy's **constriction** sets $\omega = \chi$,
+# $c_k = \chi \varphi_k$ with
 # $\chi = 2 / |2 - \varphi - \sqrt{\varphi^2 - 4\varphi}|$, $\varphi = \varphi_1 + \varphi_2 > 4$, which
 # keeps the swarm from exploding without a velocity clamp. The benchmark functions are the sphere (one
 # bowl), Rastrigin (a grid of local minima), Rosenbrock (a curved valley) and Ackley (a flat plateau
@@ -134,7 +136,7 @@ assert phi[0] < 0.3 and phi[-1] > 0.8
 
 # %%
 cons = ps.constriction()
-print(f"constriction (phi1 = phi2 = 2.05): w = chi = {cons.w:.6f}, c1 = c2 = {cons.c1:.6f}")
+print(f"constriction (phi1 = phi2 = 2.05): omega = chi = {cons.w:.6f}, c1 = c2 = {cons.c1:.6f}")
 g = np.linspace(-5.12, 5.12, 201)
 G1, G2 = np.meshgrid(g, g)
 fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
@@ -581,7 +583,7 @@ for K, (msgs, byts) in strip_msgs.items():
 #   - Takezawa, Sato, Bao, Niwa and Yamada, "Beyond Exponential Graph: Communication-Efficient Topologies
 #     for Decentralized Learning via Finite-time Convergence", NeurIPS, 2023. A topology with small
 #     maximum degree on which all nodes reach exact consensus after finitely many rounds.
-# - **Theory of particle swarms.** Stability regions of $(w, c_1, c_2)$ are known for simplified models,
+# - **Theory of particle swarms.** Stability regions of $(\omega, c_1, c_2)$ are known for simplified models,
 #   but when PSO converges to a local optimum, and how to set topology and migration for a given
 #   function, remain mostly empirical.
 #   - Clerc and Kennedy, "The Particle Swarm: Explosion, Stability, and Convergence in a

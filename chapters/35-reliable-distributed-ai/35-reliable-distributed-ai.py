@@ -106,7 +106,7 @@ assert abs(bad.mean(axis=0)[2]) > 1e6 and 0.6 <= rl.coordinate_median(bad)[2] <=
 # The attacks are the standard ones: **sign flip** (send $-4$ times the honest mean), **Gaussian** (send
 # large noise, $\sigma = 100$), **a little is enough** (ALIE, Baruch et al. 2019: send $\mu - z\,s$ per
 # coordinate, the honest mean shifted by $z$ honest standard deviations, small enough to look honest) and
-# **inner-product manipulation** (IPM, Xie et al. 2020: send $-\epsilon$ times the honest mean, so that the
+# **inner-product manipulation** (IPM, Xie et al. 2020: send $-\kappa$ times the honest mean, so that the
 # aggregate's inner product with the true gradient shrinks or turns negative).
 #
 # The picture below puts $K - f$ honest 2-D gradients and $f$ attackers' vectors side by side, and marks

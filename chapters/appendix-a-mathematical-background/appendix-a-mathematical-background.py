@@ -38,13 +38,15 @@ N_SUM = 100_000  # smoke: 20_000
 LENGTHS = [100, 1_000, 10_000, 100_000]  # smoke: [100, 1_000, 10_000]
 KS = [1, 2, 3, 5, 8, 16, 32]  # smoke: [1, 2, 3, 5, 8]
 ORDERS = 8  # smoke: 4
+QUEUE_JOBS = 100_000  # smoke: 10_000
 
 # %% [markdown]
 # `RING_SIZES` are the ring graphs whose spectra we check, `KAPPAS` the condition numbers for gradient
 # descent, `BATCHES` the mini-batch sizes and `DRAWS` the batches drawn per size, `TRIALS` the repeated
 # experiments behind each tail probability, `SGD_STEPS` the steps of stochastic gradient descent,
 # `N_SUM` and `LENGTHS` the lengths of the floating-point sums, `KS` the worker counts that split them,
-# and `ORDERS` the random shard orders tried per worker count. Everything random is a function of `SEED`.
+# `ORDERS` the random shard orders tried per worker count, and `QUEUE_JOBS` the requests of each
+# queue simulation. Everything random is a function of `SEED`.
 #
 # ## 1. Motivation: where the mathematics enters
 #
@@ -94,7 +96,8 @@ in64 = [sharded_sum(per_example.astype(np.float64), K) for K in (4, 5)]
 assert np.allclose(in64[0], in64[1], rtol=0, atol=1e-10)  # float64 differs too, 10^9 times less
 
 # %% [markdown]
-# Section 2 is linear algebra, Section 3 probability and convex optimisation, Sections 4 to 7 the
+# Section 2 is linear algebra, Section 3 probability and convex optimisation (with the linear
+# programs, Markov chains, queues and Rényi divergences of Parts VI and VII), Sections 4 to 7 the
 # numerics of summing in floating point (the from-scratch sums, the production libraries, the failure
 # modes, and the measured errors against their bounds). Symbols follow Appendix C: $K$ workers, $B = K b$
 # examples per step, $\eta$ the step size, $\alpha$ and $\beta$ the message cost, $\varepsilon$ and
@@ -435,6 +438,257 @@ print(f"true alpha={ALPHA:.1e} s, beta={BETA:.1e} s/B; ordinary LSQ alpha={alpha
       f"(r^2={fit.r2:.4f}); relative LSQ alpha={alpha_w:.2e}, beta={beta_w:.3e}")
 
 # %% [markdown]
+# ### The mathematics of Parts VI and VII
+# The later parts lean on four more tools, each checked below against a second computation: linear
+# programming duality (game values, scheduling), Markov chains and the Bellman equations (gossip,
+# reinforcement learning), queueing formulas (serving and scheduling), and the Rényi divergence (privacy
+# accounting). Each is a few lines of NumPy or SciPy at a size that runs in well under a second.
+#
+# ### Linear programming and duality
+# A linear program minimises $c^\top u$ over $u \ge 0$ with $A u \ge h$ (we write $u$ and $h$ because
+# $x$, $y$ and $b$ are taken by Appendix C). Its **dual** maximises $h^\top z$ over $z \ge 0$ with
+# $A^\top z \le c$: each dual variable prices one constraint. **Weak duality** is one line,
+# $h^\top z \le (A u)^\top z = u^\top A^\top z \le c^\top u$, so any feasible pair brackets the optimum;
+# **strong duality** says the two optima are equal whenever either is finite, and **complementary
+# slackness** says how: at the optimum a constraint with slack has price 0 ($z_i (A u - h)_i = 0$) and a
+# variable that is used has a tight dual constraint ($u_j (c - A^\top z)_j = 0$). Part VI leans on this
+# twice: the value of a two-player zero-sum game is a linear program whose dual is the other player's
+# (Chapter 28's minimax, and the "duality gap" that NashConv measures), and the cluster schedulers of
+# Chapter 33 solve fractional allocations whose dual prices are the per-resource costs. Below, a small
+# random LP and its dual are solved separately with SciPy's HiGHS; the two optima agree, both slackness
+# products vanish, and HiGHS's own constraint marginals are the dual solution.
+
+# %%
+from scipy.optimize import linprog
+
+lp_rng = np.random.default_rng(SEED + 1)
+A_lp = lp_rng.uniform(0.0, 1.0, size=(4, 3)).round(2) + 0.1
+h_lp, c_lp = lp_rng.uniform(1.0, 2.0, size=4).round(2), lp_rng.uniform(1.0, 3.0, size=3).round(2)
+primal = linprog(c_lp, A_ub=-A_lp, b_ub=-h_lp, bounds=(0, None), method="highs")  # A u >= h as -A u <= -h
+dual = linprog(-h_lp, A_ub=A_lp.T, b_ub=c_lp, bounds=(0, None), method="highs")  # max h.z as min -h.z
+u_opt, z_opt = primal.x, dual.x
+assert primal.status == dual.status == 0
+assert abs(primal.fun - (-dual.fun)) <= 1e-9 * max(1.0, abs(primal.fun))  # strong duality
+assert np.all(np.abs(z_opt * (A_lp @ u_opt - h_lp)) <= 1e-9)  # a priced constraint is tight
+assert np.all(np.abs(u_opt * (c_lp - A_lp.T @ z_opt)) <= 1e-9)  # a used variable's dual constraint is tight
+assert np.allclose(-primal.ineqlin.marginals, z_opt, atol=1e-9)  # HiGHS's duals are the dual LP's solution
+print(f"primal min c.u = {primal.fun:.6f} at u = {u_opt.round(4)}; dual max h.z = {-dual.fun:.6f} at "
+      f"z = {z_opt.round(4)}; tight constraints {np.flatnonzero(np.isclose(A_lp @ u_opt, h_lp)).tolist()}")
+
+# %% [markdown]
+# The zero-sum game of Chapter 28 is the same object. For a payoff matrix $U$ (row player's gain), the row
+# player maximises $v$ subject to $U^\top s \ge v \mathbf{1}$ over mixed strategies $s$; the column
+# player's program is its dual, and both optima are the game's value. Rock-paper-scissors with a doubled
+# win for rock is solved below both ways; Chapter 28's support enumeration gives the same strategies.
+
+# %%
+from scaleoutai.agents import equilibria  # noqa: E402  (Chapter 28's solver, to compare with)
+
+
+def zero_sum_value(U):
+    """(value, row strategy) of the zero-sum game U by the row player's LP: max v, U^T s >= v, sum s = 1."""
+    m, n = U.shape
+    res = linprog(np.r_[np.zeros(m), -1.0], A_ub=np.c_[-U.T, np.ones(n)], b_ub=np.zeros(n),
+                  A_eq=np.r_[np.ones(m), 0.0][None], b_eq=[1.0], bounds=[(0, None)] * m + [(None, None)],
+                  method="highs")
+    return -res.fun, res.x[:m]
+
+
+U_rps = np.array([[0.0, -1.0, 2.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]])
+v_row, s_row = zero_sum_value(U_rps)
+v_col, s_col = zero_sum_value(-U_rps.T)  # the column player's game: its dual
+(x_eq, y_eq), = equilibria.support_enumeration(U_rps, -U_rps)
+assert abs(v_row + v_col) <= 1e-9  # one value, seen from both sides
+assert np.allclose(s_row, x_eq, atol=1e-9) and np.allclose(s_col, y_eq, atol=1e-9)
+print(f"value {v_row:.4f}; row player {s_row.round(4)}, column player {s_col.round(4)} (= support enumeration)")
+
+# %% [markdown]
+# ### Markov chains: the stationary distribution
+# A Markov chain on $n$ states moves by a row-stochastic matrix $M$ ($M_{ij}$ is the probability of
+# going from $i$ to $j$; we avoid $P$, the parameter count). A distribution $\pi$ over states evolves as
+# $\pi \leftarrow \pi M$, and a **stationary** distribution satisfies $\pi = \pi M$: it is a left
+# eigenvector of $M$ for eigenvalue 1. If the chain is irreducible and aperiodic it is unique, and
+# **power iteration** (apply $M$ repeatedly to any start) converges to it at the rate of the second
+# largest eigenvalue modulus $|\lambda_2|$: the same spectral gap that times gossip (Chapters 14 and
+# 31), PageRank and the mixing of an MCMC sampler. Below, a random 6-state chain: power iteration against
+# the eigenvector from `scipy.linalg.eig`, and the error shrinking by $|\lambda_2|$ per step.
+
+# %%
+mc_rng = np.random.default_rng(SEED + 2)
+M_chain = mc_rng.uniform(0.0, 1.0, size=(6, 6))
+M_chain /= M_chain.sum(axis=1, keepdims=True)
+vals, left = scipy.linalg.eig(M_chain.T)
+top = int(np.argmin(np.abs(vals - 1.0)))
+pi_eig = np.real(left[:, top]) / np.real(left[:, top]).sum()
+lam2 = sorted(np.abs(vals))[-2]
+pi_t, errors = np.full(6, 1 / 6), []
+for _ in range(60):
+    pi_t = pi_t @ M_chain
+    errors.append(np.abs(pi_t - pi_eig).sum())
+assert np.allclose(pi_eig @ M_chain, pi_eig, atol=1e-12) and np.all(pi_eig > 0)
+assert np.allclose(pi_t, pi_eig, atol=1e-12)  # power iteration reaches the eigenvector
+rate = (errors[20] / errors[10]) ** (1 / 10)
+assert abs(rate - lam2) <= 0.05 * lam2 + 1e-3, (rate, lam2)  # the error falls by |lambda_2| per step
+print(f"stationary pi = {pi_eig.round(4)}; |lambda_2| = {lam2:.4f}, measured contraction per step {rate:.4f}")
+
+# %% [markdown]
+# ### Bellman equations: value iteration and the linear system
+# A Markov decision process adds actions and rewards: in state $s$ action $a$ pays $r(s, a)$ and moves by
+# $M_a(s, \cdot)$; future rewards are discounted by $\gamma < 1$. For a fixed policy $\mu$ (a state to
+# action map) the values satisfy the **Bellman equation** $V^\mu = r_\mu + \gamma M_\mu V^\mu$, a linear
+# system solved as $V^\mu = (I - \gamma M_\mu)^{-1} r_\mu$. The optimal values satisfy the nonlinear
+# **Bellman optimality equation** $V^\star(s) = \max_a [r(s,a) + \gamma \sum_{s'} M_a(s, s') V^\star(s')]$,
+# whose right-hand side is a $\gamma$-contraction in the max norm, so **value iteration** (apply it
+# repeatedly) converges geometrically from any start. The check: the policy that is greedy for the value
+# iteration's result, evaluated by the linear solve, has the same values. Q-learning (Chapters 20 and
+# 30) is value iteration with sampled transitions; independent learners break the stationarity that the
+# contraction needs, which is Chapter 30's problem.
+
+# %%
+n_s, n_a, gamma = 8, 3, 0.9
+M_mdp = mc_rng.uniform(0.0, 1.0, size=(n_a, n_s, n_s)) ** 4  # a few likely successors per state
+M_mdp /= M_mdp.sum(axis=2, keepdims=True)
+r_mdp = mc_rng.uniform(-1.0, 1.0, size=(n_s, n_a))
+
+
+def bellman(V):
+    """The optimality operator: (T V)(s) = max_a r(s, a) + gamma sum_s' M_a(s, s') V(s')."""
+    return (r_mdp + gamma * np.einsum("ast,t->sa", M_mdp, V)).max(axis=1)
+
+
+V, gaps = np.zeros(n_s), []
+for _ in range(300):
+    V_next = bellman(V)
+    gaps.append(np.max(np.abs(V_next - V)))
+    V = V_next
+greedy = (r_mdp + gamma * np.einsum("ast,t->sa", M_mdp, V)).argmax(axis=1)
+M_mu, r_mu = M_mdp[greedy, np.arange(n_s)], r_mdp[np.arange(n_s), greedy]
+V_mu = np.linalg.solve(np.eye(n_s) - gamma * M_mu, r_mu)
+assert np.allclose(V_mu, V, atol=1e-9)  # the greedy policy's exact values are the fixed point
+assert all(g2 <= gamma * g1 + 1e-12 for g1, g2 in zip(gaps, gaps[1:]))  # a gamma-contraction, step by step
+print(f"value iteration: {len(gaps)} sweeps, last change {gaps[-1]:.1e}; greedy policy {greedy.tolist()}, "
+      f"max |V_mu - V| = {np.max(np.abs(V_mu - V)):.1e}")
+
+# %% [markdown]
+# ### Queues: M/M/1 and M/M/c (Erlang C)
+# Requests arrive as a Poisson process of rate $\lambda$ and each needs an exponential service time of
+# rate $\mu$ on one of $c$ identical servers fed by one FIFO queue (M/M/$c$); the load per server is
+# $\rho = \lambda / (c\mu) < 1$ and the offered load is $a = \lambda/\mu$ (here $\lambda$ is the arrival
+# rate, as in every queueing text). For one server the time in the system is exponential with rate
+# $\mu - \lambda$, so its mean is $1/(\mu - \lambda)$ and it explodes as $\rho \to 1$. For $c$ servers
+# the probability that an arrival must wait is **Erlang C**,
+# $$C(c, a) = \frac{\frac{a^c}{c!}\frac{c}{c-a}}{\sum_{k<c} \frac{a^k}{k!} + \frac{a^c}{c!}\frac{c}{c-a}},$$
+# and the mean time in the system is $C(c, a)/(c\mu - \lambda) + 1/\mu$. These formulas size the serving
+# fleets of Part V and the scheduler queues of Chapter 33. They are checked here against the
+# discrete-event simulator of Chapter 23 (`replicas.simulate` with one central queue) at
+# `QUEUE_JOBS` requests; the tolerance is four standard errors from 20 batch means, since consecutive
+# sojourn times are correlated.
+
+# %%
+from scaleoutai.serving import replicas  # noqa: E402
+
+
+def batch_mean_se(values, batches=20):
+    """Standard error of the mean of a correlated series by the method of batch means."""
+    means = np.array([chunk.mean() for chunk in np.array_split(values, batches)])
+    return means.std(ddof=1) / math.sqrt(batches)
+
+
+q_rng = np.random.default_rng(SEED + 3)
+queue_rows = []
+for c_srv, lam, mu in ((1, 0.7, 1.0), (4, 3.0, 1.0)):
+    arrivals = np.cumsum(q_rng.exponential(1 / lam, QUEUE_JOBS))
+    services = q_rng.exponential(1 / mu, QUEUE_JOBS)
+    out = replicas.simulate(arrivals, services, c_srv, policy="central_queue")
+    keep = slice(QUEUE_JOBS // 10, None)  # drop the warm-up from an empty system
+    soj, waited = out.latency[keep], (out.latency - services)[keep] > 1e-8  # rounding of times ~1e4 is ~1e-12
+    want_soj, want_wait = replicas.mmc_mean_sojourn(c_srv, lam, mu), replicas.erlang_c(c_srv, lam, mu)
+    se_soj, se_wait = batch_mean_se(soj), batch_mean_se(waited.astype(float))
+    assert abs(soj.mean() - want_soj) <= 4 * se_soj, (c_srv, soj.mean(), want_soj, se_soj)
+    assert abs(waited.mean() - want_wait) <= 4 * se_wait, (c_srv, waited.mean(), want_wait, se_wait)
+    if c_srv == 1:
+        assert math.isclose(want_soj, 1 / (mu - lam)) and math.isclose(want_wait, lam / mu)  # M/M/1: C = rho
+    queue_rows.append((c_srv, lam / (c_srv * mu), soj.mean(), want_soj, waited.mean(), want_wait))
+    print(f"M/M/{c_srv} at rho={lam / (c_srv * mu):.2f}: mean sojourn {soj.mean():.3f} (formula {want_soj:.3f}, "
+          f"se {se_soj:.3f}); P(wait) {waited.mean():.3f} (Erlang C {want_wait:.3f})")
+rhos = np.linspace(0.05, 0.95, 60)
+fig, ax = plt.subplots(figsize=(6.5, 3.6))
+for (c_srv, rho_sim, soj_sim, _, _, _), color in zip(queue_rows, ("tab:blue", "tab:orange")):
+    ax.plot(rhos, [replicas.mmc_mean_sojourn(c_srv, r * c_srv, 1.0) for r in rhos], color=color,
+            label=f"M/M/{c_srv} formula")
+    ax.plot([rho_sim], [soj_sim], "o", color=color, label=f"M/M/{c_srv} simulated ({QUEUE_JOBS} requests)")
+ax.set(xlabel="load per server rho", ylabel="mean time in system (units of 1/mu)", yscale="log",
+       title="waiting explodes as rho -> 1; pooling servers delays it")
+ax.legend()
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### Rényi divergence, and why privacy accountants use it
+# For densities $p$ and $q$ the **Rényi divergence** of order $\lambda > 1$ is
+# $D_\lambda(p \,\|\, q) = \frac{1}{\lambda - 1} \ln \int p(x)^\lambda q(x)^{1-\lambda}\, dx$ (we write
+# $\lambda$ for the order, as Chapters 14 and 35 do, because $\alpha$ is the message latency; in this
+# subsection it is not an arrival rate). It tends to the KL divergence as $\lambda \to 1$. For two
+# Gaussians it has a closed form; with equal variance,
+# $D_\lambda(\mathcal{N}(\mu_0, s^2) \,\|\, \mathcal{N}(\mu_1, s^2)) = \lambda (\mu_0 - \mu_1)^2 / (2 s^2)$,
+# and with unequal variances, writing $s_\lambda^2 = \lambda s_1^2 + (1 - \lambda) s_0^2 > 0$,
+# $D_\lambda = \ln\frac{s_1}{s_0} + \frac{1}{2(\lambda - 1)} \ln\frac{s_1^2}{s_\lambda^2} +
+# \frac{\lambda (\mu_0 - \mu_1)^2}{2 s_\lambda^2}$.
+# A mechanism is $(\lambda, \varepsilon_\lambda)$-Rényi DP when this divergence between its outputs on
+# any two neighbouring data sets is at most $\varepsilon_\lambda$. The Gaussian mechanism with sensitivity
+# 1 and noise $s$ therefore has $\varepsilon_\lambda = \lambda / (2 s^2)$, RDP **adds up** over steps,
+# and one conversion at the end gives $(\varepsilon, \delta)$: that is the accountant of Chapter 14's
+# DP-SGD and Chapter 35's privacy ledger. With Poisson subsampling at rate $q$ the neighbouring outputs
+# are the mixture $(1 - q)\mathcal{N}(0, s^2) + q\mathcal{N}(1, s^2)$ against $\mathcal{N}(0, s^2)$; at
+# integer orders the ledger's `rdp_subsampled_gaussian` is exactly that divergence. The cell checks each
+# closed form against numerical integration (`scipy.integrate.quad`).
+
+# %%
+from scipy.integrate import quad  # noqa: E402
+
+from scaleoutai.infra import dp_budget  # noqa: E402  (Chapter 35's ledger)
+
+
+def renyi_numeric(logp, logq, order, lo=-40.0, hi=40.0):
+    """D_order(p || q) by quadrature of exp(order log p + (1 - order) log q)."""
+    val, _ = quad(lambda t: math.exp(order * logp(t) + (1 - order) * logq(t)), lo, hi, limit=200, points=[0.0, 1.0])
+    return math.log(val) / (order - 1)
+
+
+def renyi_gauss(m0, s0, m1, s1, order):
+    """Closed form of D_order(N(m0, s0^2) || N(m1, s1^2)); needs order s1^2 + (1 - order) s0^2 > 0."""
+    s_lam2 = order * s1 ** 2 + (1 - order) * s0 ** 2
+    return (math.log(s1 / s0) + math.log(s1 ** 2 / s_lam2) / (2 * (order - 1))
+            + order * (m0 - m1) ** 2 / (2 * s_lam2))
+
+
+def log_normal(m, s):
+    return lambda t: -0.5 * ((t - m) / s) ** 2 - math.log(s * math.sqrt(2 * math.pi))
+
+
+renyi_rows = []
+for (m0, s0, m1, s1) in ((1.0, 1.0, 0.0, 1.0), (0.5, 1.0, 0.0, 1.5), (0.0, 0.8, 1.0, 1.0)):  # s_lambda^2 > 0
+    for order in (1.5, 2, 4, 8):
+        closed, numeric = renyi_gauss(m0, s0, m1, s1, order), renyi_numeric(log_normal(m0, s0), log_normal(m1, s1), order)
+        assert abs(closed - numeric) <= 1e-7 * max(1.0, closed), (m0, s0, m1, s1, order, closed, numeric)
+        renyi_rows.append(((m0, s0, m1, s1), order, closed))
+s_noise, q_rate = 1.2, 0.05
+for order in (2, 4, 8):
+    full = dp_budget.rdp_subsampled_gaussian(1.0, s_noise, order)
+    assert math.isclose(full, renyi_gauss(1.0, s_noise, 0.0, s_noise, order), rel_tol=1e-12)  # lambda / (2 s^2)
+    mixture = lambda t: np.logaddexp(math.log1p(-q_rate) + log_normal(0.0, s_noise)(t),  # noqa: E731
+                                     math.log(q_rate) + log_normal(1.0, s_noise)(t))
+    sub = renyi_numeric(mixture, log_normal(0.0, s_noise), order)
+    assert math.isclose(dp_budget.rdp_subsampled_gaussian(q_rate, s_noise, order), sub, rel_tol=1e-7)
+steps_dp = 1000
+orders_dp = list(range(2, 65))
+eps_dp, best_order = dp_budget.epsilon_from_rdp(dp_budget.rdp_curve(q_rate, s_noise, steps_dp, orders_dp),
+                                                orders_dp, 1e-5)
+print(f"{len(renyi_rows)} Gaussian pairs x orders: closed form = quadrature to 1e-7; subsampled Gaussian "
+      f"(q={q_rate}, s={s_noise}) matches the ledger's formula; {steps_dp} steps compose to "
+      f"epsilon = {eps_dp:.2f} at delta = 1e-5 (best order {best_order})")
+
+# %% [markdown]
 # ## 4. From scratch: floating-point sums, where the pattern changes the answer
 #
 # ### Rounding, and the order of a reduction
@@ -751,6 +1005,11 @@ plt.show()
 # 5. **A weighted $\alpha$-$\beta$ fit.** Repeat the fit of Section 3 with 20 % jitter and with one
 #    outlier time 10 times too large. Which of the ordinary, the relative, and a robust (median-based)
 #    fit recovers $\alpha$? Then fit $\alpha$ and $\beta$ from `cluster.run(..., backend="process")`.
+# 6. **Sizing a pool with Erlang C.** Requests arrive at $\lambda = 10$ per second and a replica serves
+#    $\mu = 1$ per second. Find the smallest number of replicas $c$ for which at most 10 % of requests
+#    wait, and check it (and that $c - 1$ fails) with the simulator of Section 3. How does the spare
+#    capacity $c - a$ needed for the same promise grow when the load is multiplied by 4 ($\lambda = 40$)?
+#    Compare with the square-root staffing rule $c \approx a + \beta_s \sqrt{a}$.
 #
 # ## 9. Research directions
 #
@@ -803,4 +1062,7 @@ plt.show()
 # become rules. The chapters that lean hardest on this appendix are Chapter 3 (Performance models) for
 # the $\alpha$-$\beta$ fit, Chapter 10 (Distributed optimization) for conditioning, SGD and PowerSGD,
 # Chapter 14 (Federated and decentralized learning) for spectral gaps and the Gaussian mechanism, and
-# Chapter 15 (Data parallelism) for $B = K b$ and mixed precision.
+# Chapter 15 (Data parallelism) for $B = K b$ and mixed precision. Parts VI and VII use the later subsections
+# of Section 3: Chapter 28 (Game theory) solves zero-sum games as the linear programs shown there,
+# Chapters 20 and 30 build on the Bellman equations, Chapters 23 and 33 size servers and queues with the
+# M/M/$c$ formulas, and Chapters 14 and 35 account privacy in Rényi divergence.

@@ -62,13 +62,13 @@ def reference_rm(payoffs, T, plus=False, track=False):
 
 def rm_protocol(comm, payoffs, T, plus=False):
     """Player comm.rank: each round exchange strategies with every other rank (sendrecv), then update."""
-    N, i = payoffs.shape[0], comm.rank
+    M, i = payoffs.shape[0], comm.rank
     regret, total = np.zeros(payoffs.shape[1 + i]), np.zeros(payoffs.shape[1 + i])
     heard = [np.full(k, 1.0 / k) for k in payoffs.shape[1:]]
     for _ in range(T):
         heard[i] = g.regret_matching_strategy(regret)
-        for d in range(1, N):
-            heard[(i - d) % N] = comm.sendrecv(heard[i], (i + d) % N, (i - d) % N)
+        for d in range(1, M):
+            heard[(i - d) % M] = comm.sendrecv(heard[i], (i + d) % M, (i - d) % M)
         rm_update(payoffs, heard, i, regret, total, plus)
     return total / T
 
@@ -101,7 +101,8 @@ assert plus_curve[-1] < rm_curve[-1] and plus_curve[-1] < 0.05
 # round $t$ with $t \bmod k \ne 0$ nobody sends and every player keeps the last strategy it heard, so the
 # run equals `reference_regret_matching` with `missed` = every $(t, i, j)$ of a silent round (checked bit
 # for bit against the protocol below). Bytes per rank for $T$ rounds are $\lceil T/k \rceil \cdot 8 n$
-# (with $N - 1 = 1$ peer). At a fixed byte budget $b$ the run may last $T = k \cdot b / (8n)$ rounds.
+# (with $M - 1 = 1$ peer). At a fixed byte budget $\mathcal{B}$ the run may last
+# $T = k \cdot \mathcal{B} / (8n)$ rounds.
 #
 # Which $k$ is best depends on two effects. A larger $k$ buys $k$ times as many rounds, and the regret
 # term of NashConv falls as $\Delta\sqrt{n / (k T_1)}$ ($T_1$ the rounds of $k = 1$). But the players now
@@ -291,7 +292,7 @@ print(f"{hidden[0]}x{hidden[0]} seed {hidden[1]}: {hidden[2]} equilibria, only {
 # %%
 def rm_joint(U, T, marks):
     """Regret matching that also keeps the joint empirical distribution (average of product strategies)."""
-    N, n = U.shape[0], U.shape[1:]
+    M, n = U.shape[0], U.shape[1:]
     regret, total, joint = [np.zeros(k) for k in n], [np.zeros(k) for k in n], np.zeros(n)
     out = {}
     for t in range(1, T + 1):
@@ -300,7 +301,7 @@ def rm_joint(U, T, marks):
         for x in s[1:]:
             prod = np.multiply.outer(prod, x)
         joint += prod
-        for i in range(N):
+        for i in range(M):
             g.regret_matching_update(U, s, i, regret[i], total[i])
         if t in marks:
             out[t] = (joint / t, [r.copy() for r in regret], [x / t for x in total])
@@ -346,14 +347,14 @@ print(f"whole file: {time.perf_counter() - T0:.1f} s")
 # The lab is `labs/lab28-cfr-plus`. Its reference solution is the solution blocks of
 # `labs/lab28-cfr-plus/lab28-cfr-plus.py`; its hidden tests and mutants are in `grading/lab28-cfr-plus/`
 # (`tests.py`, `rubric.yaml`, `mutants/`). It grades every rank's regrets and strategy sums against a
-# one-machine CFR+ from the same checkpoint (K = 1, 2, 3, 5 and K > N, uneven and empty shards, float32 and
+# one-machine CFR+ from the same checkpoint (K = 1, 2, 3, 5 and K > n_c, uneven and empty shards, float32 and
 # float64, 2 real processes, seeded random checkpoints), the regret floor, the exploitability of the
 # average policy by the grader's own best response (under a bound after 60 iterations and under vanilla
 # CFR's at equal T), and every recorded message.
 #
 # **Key ideas of the answer.** Hold the acting player's own card fixed and the game becomes a small public
 # tree over the histories. The counterfactual value of a terminal z for player i holding card c is
-# w(c, z) = sum over c' != c of pi_j(c', z) u_i(c, c', z) / (N(N-1)): it needs the opponent's reach for
+# w(c, z) = sum over c' != c of pi_j(c', z) u_i(c, c', z) / (n_c(n_c-1)): it needs the opponent's reach for
 # every other card, which other ranks own, and nothing else from them. So per player update each rank
 # sends its (b, 5) block of opponent reach probabilities at the five terminals to every other rank; it
 # then backs w up its own cards' part of the tree (sigma-weighted at i's decisions, summed at the

@@ -170,7 +170,7 @@ print("crash-tolerant server: aggregate of the survivors with f - c, for 0, 1 an
 # **Why.** Krum scores vector $i$ by $\sum_{j \in N_i} \lVert v_i - v_j \rVert^2$ over its $K - f - 2$
 # nearest others. If the $f$ attackers send the same vector $a$, each attacker's $f - 1$ twins are at
 # distance 0, so its score sums only $K - 2f - 1$ real distances (here $10 - 6 - 1 = 3$) while an honest
-# vector sums $K - f - 2 = 5$. Placed anywhere near the honest cloud (IPM's $-\epsilon\,\bar g$ is close to
+# vector sums $K - f - 2 = 5$. Placed anywhere near the honest cloud (IPM's $-\kappa\,\bar g$ is close to
 # the origin, inside a noisy cloud), $a$ has the smallest score, and Krum returns it every step.
 #
 # **Defences.** (a) *Deduplicate*: replace identical rows by one copy before Krum, with $f$ reduced by

@@ -537,3 +537,55 @@ for name, fit in FITS.items():
     print(f"process backend, {name:>8} fit: alpha {a_hat * 1e6:9.1f} us, beta {b_hat * 1e9:7.3f} ns/B, "
           f"mean |relative residual| {mean_rel[name]:.2f}")
 assert all(mean_rel["robust"] <= v * (1 + 1e-6) for v in mean_rel.values())  # LAD is optimal for that loss
+
+
+# %% [markdown]
+# ## Exercise 6 (coding): sizing a pool of replicas with Erlang C
+#
+# **Answer.** With $\mu = 1$ the offered load is $a = \lambda/\mu = 10$ replicas' worth of work. Erlang C
+# falls as $c$ grows, so the smallest $c$ with $C(c, a) \le 0.1$ is found by counting up from
+# $\lfloor a \rfloor + 1$: it is $c = 16$ ($C = 0.057$, against $0.102$ at $c = 15$), a utilisation of
+# $\rho = 10/16 = 0.63$. The central-queue simulation of Chapter 23 agrees with both values within four
+# batch-means standard errors.
+#
+# **Four times the load.** At $\lambda = 40$ the smallest pool is $c = 50$ ($C = 0.087$; $0.117$ at 49):
+# the spare capacity grows from 6 to 10 replicas, a factor of 1.7, close to $\sqrt 4 = 2$ and far from 4,
+# and the utilisation rises to 0.8. The reason is the square-root staffing rule: for large $a$, $C(c, a)$
+# depends on $c$ and $a$ almost only through $\beta_s = (c - a)/\sqrt{a}$ (the Halfin-Whitt regime), so a
+# fixed promise needs spare capacity proportional to $\sqrt{a}$. Here $\beta_s$ is 1.90 and then 1.58;
+# rounding $c$ up to an integer over-provisions the small pool more. Bigger pools run hotter for the same
+# waiting promise: the economy of scale of one shared queue that Chapter 23's central queue and the fleet
+# sizing of Chapter 26 rely on.
+
+# %%
+from scaleoutai.serving import replicas
+
+
+def smallest_pool(a, promise):
+    """The smallest c with Erlang C(c, a) <= promise (mu = 1, so lam = a)."""
+    c = math.floor(a) + 1
+    while replicas.erlang_c(c, a, 1.0) > promise:
+        c += 1
+    return c
+
+
+def simulated_wait_fraction(c, lam, jobs, seed):
+    """Fraction of requests that wait in an M/M/c central queue, and its batch-means standard error."""
+    rng6 = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng6.exponential(1 / lam, jobs))
+    services = rng6.exponential(1.0, jobs)
+    waited = replicas.simulate(arrivals, services, c, policy="central_queue").latency - services > 1e-8
+    waited = waited[jobs // 10:].astype(float)
+    means = np.array([chunk.mean() for chunk in np.array_split(waited, 20)])
+    return waited.mean(), means.std(ddof=1) / math.sqrt(20)
+
+
+c10, c40 = smallest_pool(10.0, 0.1), smallest_pool(40.0, 0.1)
+assert c10 == 16 and replicas.erlang_c(15, 10.0, 1.0) > 0.1 >= replicas.erlang_c(16, 10.0, 1.0)
+for c in (c10 - 1, c10):
+    frac, se = simulated_wait_fraction(c, 10.0, 60_000, SEED + c)
+    assert abs(frac - replicas.erlang_c(c, 10.0, 1.0)) <= 4 * se, (c, frac, se)
+    print(f"lambda = 10, c = {c}: Erlang C {replicas.erlang_c(c, 10.0, 1.0):.3f}, simulated {frac:.3f} +- {se:.3f}")
+assert c40 == 50 and 1.5 < (c40 - 40) / (c10 - 10) < 2.5  # spare capacity grows like sqrt(a), not like a
+print(f"a = 10: c = {c10}, spare {c10 - 10}, beta_s = {(c10 - 10) / math.sqrt(10):.2f}; "
+      f"a = 40: c = {c40}, spare {c40 - 40}, beta_s = {(c40 - 40) / math.sqrt(40):.2f}")
