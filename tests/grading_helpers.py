@@ -66,3 +66,13 @@ def results(out: Path, sub_id: str) -> dict:
 
 def output_of(res: dict, prefix: str) -> str:
     return "\n".join(t["output"] for t in res["tests"] if t["name"].startswith(prefix))
+
+
+def gradebook_rows(out: Path) -> dict[str, dict]:
+    """``out/gradebook.csv`` as {submission id: row}; fails if one id has two rows."""
+    import csv
+
+    table = list(csv.DictReader((out / "gradebook.csv").open()))
+    ids = [r["submission"] for r in table]
+    assert len(set(ids)) == len(ids), f"two gradebook rows for one student: {ids}"
+    return {r["submission"]: r for r in table}
