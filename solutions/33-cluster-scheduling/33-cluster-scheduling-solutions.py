@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from scaleoutai import cluster, datasets
+from scaleoutai.infra import sched_dl as dl
 from scaleoutai.infra import sched_metrics as sm
 from scaleoutai.infra import sched_policies as sp
 from scaleoutai.infra import scheduling as sc
@@ -489,3 +490,54 @@ print("window 1 and 2: FIFO order", sl.start_order(fifo.start), "; window 4: EAS
 # never sees r. The chapter's `simulate_easy` pasted in fails three ways: its shadow and extra count one
 # resource, its shadow walk stops at the first job of a tie, and its jobs end at their runtime; the
 # `pasted_course` mutant keeps under half the points.
+
+
+# %% [markdown]
+# ## Exercise 8 (analysis): where to put the LAS threshold
+#
+# **Answer.** Mean JCT against $T_1$ is U-shaped: on the chapter's 400-job trace (two pools, 16 GPUs at
+# speed 1 and 16 at speed 2, offered load 2.5 of the speed-1 pool) it is lowest for $T_1$ between about
+# an hour and ten hours of GPU time, and worse at both ends. Preemptions fall from hundreds to a few
+# dozen as $T_1$ grows.
+#
+# **Large $T_1$.** Once $T_1$ exceeds every job's service, nobody ever leaves $Q_0$, so LAS *is* the
+# single queue of Section 7, schedule for schedule: arrival order, work-conserving (a job that does not
+# fit no longer blocks the ones behind it) and preemptive only when an earlier job needs a later one's
+# GPUs. Long jobs that arrived early hold the GPUs and short ones wait behind them: the median JCT is
+# hours.
+#
+# **Small $T_1$.** Every job crosses $T_1$ after $T_1 / g_j$ seconds, so it gets only a brief head start
+# in $Q_0$ and then joins $Q_1$, which again runs in arrival order: LAS is nearly the single queue again,
+# plus a preemption for almost every arrival (each new job evicts someone for its few seconds in $Q_0$).
+# The mean JCT is close to the single queue's, and preemptions are the most of the sweep.
+#
+# **In between**, $Q_0$ holds exactly the jobs that are still short: a job has to prove it is long (by
+# attaining $T_1$) before it yields, and a heavy-tailed workload means most jobs never do. That is why
+# Tiresias picks its thresholds from the workload's service distribution. With two thresholds, as in the
+# chapter, a third queue separates the very long jobs from the merely long.
+
+# %%
+DL_POOLS = [dl.Pool("V100", 16, 1.0), dl.Pool("A100", 16, 2.0)]
+DL_TRACE = datasets.job_trace(400, capacity=16, load=2.5, seed=SEED)
+sweep = {}
+for T1 in (10.0, 60.0, 600.0, 3600.0, 36000.0, 360000.0, 1e9):
+    s = dl.simulate_dl(DL_TRACE, DL_POOLS, thresholds=(T1,))
+    j = s.end - DL_TRACE.submit
+    sweep[T1] = (j.mean(), np.median(j), int(s.extra["preemptions"].sum()))
+    print(f"T1 = {T1:10.0f} GPU-s: mean JCT {j.mean() / 3600:5.2f} h  median {np.median(j) / 3600:5.2f} h  "
+          f"preemptions {sweep[T1][2]}")
+one = dl.simulate_dl(DL_TRACE, DL_POOLS, thresholds=())
+assert np.array_equal(one.end, dl.simulate_dl(DL_TRACE, DL_POOLS, thresholds=(1e9,)).end)   # large end
+ts = sorted(sweep)
+best = min(ts, key=lambda t: sweep[t][0])
+assert ts[0] < best < ts[-1] and 3600.0 <= best <= 36000.0                # U-shaped, best inside
+assert sweep[best][0] < 0.8 * min(sweep[ts[0]][0], sweep[ts[-1]][0])
+assert sweep[ts[0]][2] == max(v[2] for v in sweep.values())               # tiny T1: most preemptions
+fig, ax = plt.subplots(figsize=(6, 3.2))
+ax.semilogx(ts, [sweep[t][0] / 3600 for t in ts], "o-", label="mean JCT")
+ax.semilogx(ts, [sweep[t][1] / 3600 for t in ts], "s-", label="median JCT")
+ax.set_xlabel("threshold $T_1$ (GPU-seconds)")
+ax.set_ylabel("hours")
+ax.legend()
+plt.tight_layout()
+plt.show()

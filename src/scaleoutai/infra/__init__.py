@@ -5,6 +5,8 @@ ONNX and onnxruntime, Opacus's accountant) run beside these in the chapters and 
 
     scheduling     Ch33  discrete-event cluster scheduler: FIFO, EASY and conservative backfill, gang
                          scheduling, dominant resource fairness; makespan, waits, utilisation, fragmentation
+    sched_dl       Ch33  deep-learning cluster scheduler (Tiresias-style 2D-LAS): preemption with a restore cost,
+                         priority classes, weighted tenant shares, GPU types of different speeds
     edge           Ch34  split inference (the cut layer under latency and bandwidth), offloading over a varying
                          link, int8 compression of the edge half
     reliability    Ch35  Byzantine-robust aggregation (Krum, multi-Krum, median, trimmed mean) against attacks,
