@@ -1,9 +1,10 @@
 """The fleet (Chapter 23): routing policies, prefill/decode disaggregation and an autoscaler, modelled.
 
 1. A multi-turn chat workload with shared system prompts (``fleet_workload.prefix_workload``, seeded) served by
-   `--replicas` continuous-batching replicas of Llama-3-8B on H100s (``router.iteration_model``: the
-   roofline of ``perf.hardware``) under round robin, least loaded and cache-aware routing; printed per
-   policy: prefix hit rate, TTFT and TPOT p50/p99, throughput and the requests each replica got.
+   `--replicas` continuous-batching replicas of Llama-3-8B on H100s (``StepCost.for_open_model``, Part V's
+   one iteration-cost model: the roofline of ``perf.hardware``, matmuls at mfu 0.5) under round robin,
+   least loaded and cache-aware routing; printed per policy: prefix hit rate, TTFT and TPOT p50/p99,
+   throughput and the requests each replica got.
 2. The same GPUs colocated or split into prefill and decode pools, 2048-token prompts, the KV cache on
    links from 1 to 100 GB/s (``cluster.Network``).
 3. An autoscaler sizing FIFO replicas to a p99 SLO over a diurnal day, against static provisioning at
@@ -25,6 +26,7 @@ from scaleoutai.serving import autoscale as au
 from scaleoutai.serving import disaggregation as dg
 from scaleoutai.serving import fleet_workload as fw
 from scaleoutai.serving import router as rt
+from scaleoutai.serving.step_cost import StepCost
 
 
 def main() -> None:
@@ -39,7 +41,7 @@ def main() -> None:
     day, disagg_n = 86400.0, 1500
     if a.smoke:
         a.requests, day, disagg_n = 300, 4 * 3600.0, 200
-    step = rt.iteration_model("Llama-3-8B", "H100 SXM")
+    step = StepCost.for_open_model("Llama-3-8B", "H100 SXM", mfu=0.5)
     print(f"# fleet: {machine()}")
     reqs = rt.prepare(fw.prefix_workload(a.requests, a.rate, n_system=16, think=10.0, seed=a.seed), 16)
     print(f"# 1. routing: {a.requests} chat requests at {a.rate}/s (16 system prompts, mean "

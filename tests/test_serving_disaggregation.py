@@ -10,8 +10,9 @@ from scaleoutai.cluster import Network
 from scaleoutai.serving import disaggregation as dg
 from scaleoutai.serving import router as rt
 from scaleoutai.serving.efficiency import OPEN_MODELS
+from scaleoutai.serving.step_cost import StepCost
 
-STEP = rt.iteration_model("Llama-3-8B", "H100 SXM")
+STEP = StepCost.for_open_model("Llama-3-8B", "H100 SXM", mfu=0.5)
 
 
 @pytest.mark.parametrize("tokens", [1, 17, 2048])

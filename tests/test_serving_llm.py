@@ -10,6 +10,7 @@ import pytest
 
 from scaleoutai import datasets
 from scaleoutai.serving import llm
+from scaleoutai.serving.step_cost import attention_pairs
 from scaleoutai.serving.decoder import decoder_forward, decoder_init
 
 PARAMS = {dt: decoder_init(vocab=48, d_model=24, n_heads=3, n_layers=2, d_ff=48, max_len=64, seed=7, dtype=dt)
@@ -312,3 +313,98 @@ def test_a_token_budget_bounds_the_decode_stall_of_long_prompts_and_delays_their
     for rid in (90, 91):
         k = ids.index(rid)
         assert chunked.ttft_seconds(cost)[k] > whole.ttft_seconds(cost)[k]
+
+
+# -- one iteration-cost model for Part V: StepCost (serving.step_cost), the router's and Chapter 24's --------
+
+H100_BW, H100_PEAK = 3.35e12, 989e12  # perf.hardware's H100 SXM row
+L3_P, L3_KV, L3_ATTN = 8.03e9, 2 * 32 * 8 * 128 * 2, 4 * 32 * 32 * 128  # Llama-3-8B: params, KV bytes/token, FLOPs/pair
+
+
+def old_iteration_model_seconds(p, d, c, mfu=0.5, overhead=0.0):
+    """The router's former IterationModel, written out: weights and the KV of context + prefill against
+    2 P FLOPs per token fed, at mfu of the peak; no attention FLOPs."""
+    return max((2 * L3_P + L3_KV * (c + p)) / H100_BW, 2 * L3_P * (p + d) / (mfu * H100_PEAK)) + overhead
+
+
+@pytest.mark.parametrize("p, d, c", [(2048, 0, 0), (64, 0, 0), (0, 1, 2048), (0, 64, 64 * 2048), (512, 32, 32 * 900)])
+def test_for_open_model_is_the_old_router_model_plus_attention_flops(p, d, c):
+    from dataclasses import replace
+
+    from scaleoutai.perf import hardware as hw
+    step = llm.StepCost.for_open_model("Llama-3-8B", "H100 SXM", mfu=0.5)
+    assert (step.weight_bytes, step.kv_bytes_per_token, step.flops_per_token, step.attn_flops_per_pair) == \
+        (2 * L3_P, L3_KV, 2 * L3_P, L3_ATTN) and step.gpu is hw.H100_SXM
+    # without attention FLOPs it is the old formula exactly
+    no_attn = replace(step, attn_flops_per_pair=0.0)
+    assert no_attn.seconds(p, d, c) == pytest.approx(old_iteration_model_seconds(p, d, c), rel=1e-12)
+    # with them: the decoding queries attend to their c cached keys, a fresh prompt's p queries to p (p + 1) / 2
+    flops = 2 * L3_P * (p + d) + L3_ATTN * (c + p * (p + 1) // 2)
+    want = max((2 * L3_P + L3_KV * (c + p)) / H100_BW, flops / (0.5 * H100_PEAK))
+    assert step.seconds(p, d, c) == pytest.approx(want, rel=1e-12)
+    assert step.seconds(p, d, c) >= old_iteration_model_seconds(p, d, c)
+
+
+def test_a_prompt_after_a_cached_prefix_reads_it_and_attends_to_it():
+    step = llm.StepCost.for_open_model("Llama-3-8B", "H100 SXM", mfu=0.5)
+    n, h = 40, 1000
+    pairs = sum(q + 1 for q in range(h, h + n))  # causal: the query at position q sees q + 1 keys
+    assert attention_pairs(n, h) == pairs == n * h + n * (n + 1) // 2
+    want = max((2 * L3_P + L3_KV * (h + n)) / H100_BW, (2 * L3_P * n + L3_ATTN * pairs) / (0.5 * H100_PEAK))
+    assert step.seconds(n, 0, 0, attention_pairs(n, h), h) == pytest.approx(want, rel=1e-12)
+    # and the router's call is llm.serve's record of the same step: tokens fed, KV touched, pairs
+    assert step.seconds(n, 3, 900, pairs, h) == pytest.approx(step([n + 3], [900 + h + n], [900 + pairs])[0], rel=1e-12)
+
+
+def test_mfu_slows_only_the_compute_roof_and_overhead_adds_to_every_iteration():
+    base = llm.StepCost.for_open_model("Llama-3-8B", "H100 SXM")
+    assert base.mfu == 1.0 and base.overhead == 0.0  # the defaults: the roofline's lower bound
+    half = llm.StepCost.for_open_model("Llama-3-8B", "H100 SXM", mfu=0.5)
+    prefill, decode = (4096, 0, 0), (0, 1, 2048)  # compute-bound and memory-bound
+    assert half.seconds(*prefill) == pytest.approx(2 * base.seconds(*prefill), rel=1e-12)
+    weights_and_kv = (2 * L3_P + L3_KV * 2048) / H100_BW
+    assert half.seconds(*decode) == base.seconds(*decode) == pytest.approx(weights_and_kv, rel=1e-12)
+    assert half.idle == base.idle == pytest.approx(2 * L3_P / H100_BW, rel=1e-12)
+    # the bend moves: a prefill turns compute-bound at about half the prompt length (~W peak mfu / (bw 2 P))
+    def ridge(c):
+        return next(n for n in range(1, 2000) if c.seconds(n, 0, 0) > (2 * L3_P + L3_KV * n) / H100_BW * (1 + 1e-9))
+    assert 280 < ridge(base) < 300 and 140 < ridge(half) < 150
+    o = 2.5e-3
+    slow = llm.StepCost.for_open_model("Llama-3-8B", "H100 SXM", mfu=0.5, overhead=o)
+    for args in (prefill, decode, (0, 0, 0), (100, 7, 5000)):
+        assert slow.seconds(*args) == pytest.approx(half.seconds(*args) + o, rel=1e-12)
+    assert slow.idle == pytest.approx(half.idle + o, rel=1e-12)
+    ctx = [10, 10**5]
+    np.testing.assert_allclose(slow.decode_seconds(8, ctx), half.decode_seconds(8, ctx) + o, rtol=1e-12)
+    steps = ([1, 300], [50, 400], [50, 300])  # tokens, context, pairs of two iterations
+    np.testing.assert_allclose(slow(*steps), half(*steps) + o, rtol=1e-12)
+    for bad in ({"mfu": 0.0}, {"mfu": 1.5}, {"overhead": -1.0}):
+        with pytest.raises(ValueError, match="mfu must be"):
+            llm.StepCost.for_open_model("Llama-3-8B", "H100 SXM", **bad)
+    with pytest.raises(KeyError, match="unknown model"):
+        llm.StepCost.for_open_model("GPT-5", "H100 SXM")
+
+
+@pytest.mark.parametrize("n_kv_heads", [32, 16, 8, 4, 1])
+def test_gqa_scales_the_kv_term_by_the_head_ratio_and_leaves_the_flops(n_kv_heads):
+    mha = llm.StepCost.for_model(7e9, layers=32, d_model=4096, kv_dim=4096, gpu="A10G")
+    gqa = llm.StepCost.for_model(7e9, layers=32, d_model=4096, kv_dim=n_kv_heads * 128, gpu="A10G")
+    ratio = n_kv_heads / 32  # 32 query heads of 128: 16 KV heads halve the cache, 8 quarter it
+    assert gqa.kv_bytes_per_token == ratio * mha.kv_bytes_per_token == ratio * 512 * 2**10
+    assert (gqa.weight_bytes, gqa.flops_per_token, gqa.attn_flops_per_pair) == \
+        (mha.weight_bytes, mha.flops_per_token, mha.attn_flops_per_pair)
+    # the memory-bound decode step: the weights term stays, the KV term scales by the ratio
+    B, t = 16, 2000
+    kv_mha, kv_gqa = (c.decode_seconds(B, [B * t])[0] - c.idle for c in (mha, gqa))
+    assert kv_mha == pytest.approx(B * t * 512 * 2**10 / 600e9, rel=1e-9)
+    assert kv_gqa == pytest.approx(ratio * kv_mha, rel=1e-9)
+
+
+def test_open_models_kv_term_follows_their_kv_heads():
+    from scaleoutai.serving.efficiency import OPEN_MODELS
+    l2, l3 = (llm.StepCost.for_open_model(m, "H100 SXM") for m in ("Llama-2-7B (MHA)", "Llama-3-8B"))
+    assert l2.kv_bytes_per_token == 512 * 2**10 and l3.kv_bytes_per_token == 128 * 2**10  # 32 vs 8 KV heads
+    assert l2.attn_flops_per_pair == l3.attn_flops_per_pair == L3_ATTN  # both have 32 query heads of 128
+    for name, m in OPEN_MODELS.items():
+        c = llm.StepCost.for_open_model(name, "A10G", itemsize=1)
+        assert c.kv_bytes_per_token == 2 * m.n_layers * m.n_kv_heads * m.head_dim and c.weight_bytes == m.params

@@ -9,8 +9,9 @@ import pytest
 from scaleoutai.serving import replicas as rp
 from scaleoutai.serving import fleet_workload as fw
 from scaleoutai.serving import router as rt
+from scaleoutai.serving.step_cost import StepCost, attention_pairs
 
-STEP = rt.iteration_model("Llama-3-8B", "H100 SXM")
+STEP = StepCost.for_open_model("Llama-3-8B", "H100 SXM", mfu=0.5)
 
 
 def small_workload(n=120, rate=20.0, shared=True, seed=0):
@@ -78,10 +79,11 @@ def test_fast_forward_equals_stepping_one_iteration_at_a_time(monkeypatch):
     np.testing.assert_allclose(fast.first, slow.first, rtol=1e-12)
 
 
-def test_decode_seconds_is_seconds_for_every_context():
+@pytest.mark.parametrize("step", [STEP, StepCost.for_open_model("Qwen2.5-7B", "A10G", mfu=0.3, overhead=1e-3)])
+def test_decode_seconds_is_seconds_for_every_context(step):
     ctx = np.array([0, 1, 1000, 10**6, 10**8])
     for b in (1, 8, 256, 4096):
-        np.testing.assert_allclose(STEP.decode_seconds(b, ctx), [STEP.seconds(0, b, int(t)) for t in ctx], rtol=1e-12)
+        np.testing.assert_allclose(step.decode_seconds(b, ctx), [step.seconds(0, b, int(t)) for t in ctx], rtol=1e-12)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -109,8 +111,10 @@ def test_a_cached_prefix_shortens_the_prefill():
     with_cache = rt.simulate_fleet(reqs, 1, "round_robin", STEP, cache_blocks=1000)
     no_cache = rt.simulate_fleet(reqs, 1, "round_robin", STEP, cache_blocks=0)
     assert with_cache.cached.tolist() == [0, 1024] and no_cache.cached.tolist() == [0, 0]
-    assert with_cache.ttft()[1] == pytest.approx(STEP.seconds(8, 0, 0), rel=1e-12)
+    # 8 new tokens attend to the 1,024 cached ones too, and read their K and V
+    assert with_cache.ttft()[1] == pytest.approx(STEP.seconds(8, 0, 0, attention_pairs(8, 1024), 1024), rel=1e-12)
     assert no_cache.ttft()[1] == pytest.approx(STEP.seconds(1032, 0, 0), rel=1e-12)
+    assert STEP.seconds(8, 0, 0) < with_cache.ttft()[1] < no_cache.ttft()[1]
 
 
 def test_unknown_policy_and_oversized_request_are_refused():

@@ -110,8 +110,11 @@ assert abs(L / lam_w - 1) < 0.1
 # **decodes** one token for every running sequence (memory-bound: every weight and every cached key
 # and value is read). Two latencies matter to a user: the **time to first token** (TTFT: queueing plus
 # prefill) and the **time per output token** (TPOT: one decode iteration, longer whenever a prefill
-# shares it). The iteration's time is the roofline of Chapter 22 on one table of GPUs
-# (`perf.hardware`), for a named model (`efficiency.OPEN_MODELS`): Llama-3-8B on an H100 here.
+# shares it). The iteration's time is `StepCost`, the one cost model of Part V (Chapter 24, Section 7
+# derives it): the roofline of Chapter 22 on one table of GPUs (`perf.hardware`), the weights and the
+# cached K and V the iteration reads against its FLOPs, $2P$ per token plus attention's per (query, key)
+# pair, for a named model (`efficiency.OPEN_MODELS`): Llama-3-8B on an H100 here, its matmuls at half
+# the peak (`mfu=0.5`: real kernels reach a fraction of the roof, Chapter 3).
 #
 # **Prefix caching.** Requests share prefixes: a system prompt, the earlier turns of a chat. A replica
 # keeps the K/V blocks of recent prompts keyed by a **chain hash**, $h_i = \mathrm{hash}(h_{i-1},
@@ -126,8 +129,9 @@ assert abs(L / lam_w - 1) < 0.1
 # %%
 from scaleoutai.serving import fleet_workload as fw
 from scaleoutai.serving import router as rt
+from scaleoutai.serving.step_cost import StepCost
 
-step = rt.iteration_model("Llama-3-8B", "H100 SXM")
+step = StepCost.for_open_model("Llama-3-8B", "H100 SXM", mfu=0.5)
 for what, args in (("prefill 2048 tokens", (2048, 0, 0)), ("prefill 64 uncached tokens", (64, 0, 0)),
                    ("decode 1 sequence at 2048", (0, 1, 2048)), ("decode 64 sequences at 2048", (0, 64, 64 * 2048))):
     print(f"{what:<28} {step.seconds(*args) * 1e3:6.2f} ms")

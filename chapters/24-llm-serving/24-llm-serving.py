@@ -352,11 +352,14 @@ except ValueError as err:
 # iteration, and every decoding request in that iteration waits for it. `llm.StepCost` turns an
 # iteration into seconds for a named model on a named GPU: the roofline of Chapter 3,
 # `perf.hardware.decode_step_seconds`, over the bytes it moves (every weight once, and the cached K and
-# V of every sequence in it) and the FLOPs it computes (2 P per token, plus attention's pairs):
+# V of every sequence in it) and the FLOPs it computes (2 P per token, plus attention's pairs) at `mfu`
+# of the peak (the share the matmuls reach; 1 here, the roofline's bound), plus a fixed `overhead` per
+# iteration (0 here). `COST(tokens, context, pairs)` applies it to every step `serve`
+# recorded. It is the one cost model of Part V: Chapter 23's fleet of Llama-3-8B replicas runs on it too.
 
 # %%
 COST = llm.StepCost.for_model(P, layers, d_model, kv_dim=d_model, gpu=GPU)
-show(llm.StepCost.__call__, hardware.decode_step_seconds)
+show(llm.StepCost.step_seconds, hardware.decode_step_seconds)
 ridge_tokens = GPU.ridge * COST.weight_bytes / COST.flops_per_token  # 2 P n / peak = P b / bandwidth
 print(f"7B on the {GPU.name}: an empty step {COST.idle * 1e3:.1f} ms; a step turns compute-bound above "
       f"{ridge_tokens:.0f} tokens (the ridge, {GPU.ridge:.0f} FLOP/byte)")

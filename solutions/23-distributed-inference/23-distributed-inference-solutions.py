@@ -379,7 +379,7 @@ assert crossover[512][0] < crossover[4096][0]
 # from $k = 1$ to $k = 4$ and so does the spread of requests per replica; at this load no replica is
 # saturated, so the uneven spread costs nothing and $k = 1$ has the best TTFT and TPOT tails. The spread
 # starts to cost once the hot replica runs out of capacity: in the chapter's Section 6 at 3,000
-# requests, affinity without a threshold raised the TPOT p99 from about 10 to 13 ms. Then the best $k$
+# requests, affinity without a threshold raised the TPOT p99 from about 10 to 14 ms. Then the best $k$
 # is the smallest that keeps each home of the hot prompt below saturation: its share of the traffic
 # divided by one replica's share of the capacity, roughly the number of homes it needs.
 # Preble replicates hot prefixes along these lines, and llm-d scores replicas by prefix and load together.
@@ -387,6 +387,7 @@ assert crossover[512][0] < crossover[4096][0]
 # %%
 from scaleoutai.serving import fleet_workload as fw
 from scaleoutai.serving import router as rt
+from scaleoutai.serving.step_cost import StepCost
 
 
 class TopKRouter(rt.Router):
@@ -405,7 +406,7 @@ class TopKRouter(rt.Router):
         return j
 
 
-step = rt.iteration_model(model="Llama-3-8B", gpu="H100 SXM")
+step = StepCost.for_open_model("Llama-3-8B", "H100 SXM", mfu=0.5)  # Section 2's cost model
 chats = rt.prepare(fw.prefix_workload(600, 80.0, n_system=16, think=10.0, seed=SEED), 16)
 by_k = {}
 for k in (1, 2, 3, 4):
@@ -432,8 +433,9 @@ assert by_k[1][1] > by_k[4][1]  # and a more even spread of requests
 # it meets the TTFT target longest, but every long prefill lands in an iteration where up to 64
 # sequences are decoding, so its TPOT tail crosses 6 ms first; one prefill GPU (1+3) cannot prefill
 # 2048-token prompts fast enough for the TTFT target beyond a low rate; 3+1 squeezes all decoding onto
-# one GPU. The split that wins is the one whose weaker pool binds last, here 2+2 (at least 24 requests
-# per second, the top of the grid): prefill work (about 66 ms a prompt) and decode work are comparable
+# one GPU. The split that wins is the one whose weaker pool binds last, here 2+2 (20 requests per
+# second; at 24 its TTFT p99 is 309 ms, the two prefill GPUs 82% busy): prefill work (about 69 ms a
+# prompt, attention's FLOPs included) and decode work are comparable
 # for this mix. The answer changes with the prompt length because the prefill work per request scales
 # with it while the decode work does not: with prompts of a few hundred tokens one prefill GPU keeps
 # up, so the argument favours 1+3, and each prefill is short enough that colocated serving's TPOT

@@ -14,6 +14,7 @@ Ray Serve, FAISS, MLflow's registry, river) runs beside these in the chapters an
     replicas          Ch23  replicated FIFO servers: routing policies, hedged requests, M/M/1 and Erlang C
     tensor_inference  Ch23  the decoder tensor-parallel over the communicator, equal to dense
     router            Ch23  a fleet of continuous-batching replicas: round-robin, least-loaded, cache-aware routing
+    step_cost         Ch23-24  one iteration-cost model: weights + KV reads vs FLOPs with attention, mfu, overhead
     fleet_workload    Ch23  multi-turn chats sharing system prompts; real replica processes behind the router
     disaggregation    Ch23  prefill/decode pools with the KV cache sent on the alpha-beta link, against colocated
     autoscale         Ch23  diurnal load, M/M/c p99 capacity, an autoscaler against peak provisioning, with cost

@@ -25,7 +25,8 @@ import math
 import numpy as np
 
 from ..cluster import Network
-from .router import FleetRequest, FleetResult, IterationModel, Replica, Router, drive, simulate_fleet
+from .router import FleetRequest, FleetResult, Replica, Router, drive, simulate_fleet
+from .step_cost import StepCost
 
 
 def kv_transfer_bytes(prompt_tokens: int, n_layers: int, n_kv_heads: int, head_dim: int, itemsize: int = 2) -> int:
@@ -35,7 +36,7 @@ def kv_transfer_bytes(prompt_tokens: int, n_layers: int, n_kv_heads: int, head_d
     return kv_bytes_per_token(n_layers, n_kv_heads, head_dim, itemsize) * int(prompt_tokens)
 
 
-def simulate_disaggregated(requests: list[FleetRequest], n_prefill: int, n_decode: int, step: IterationModel,
+def simulate_disaggregated(requests: list[FleetRequest], n_prefill: int, n_decode: int, step: StepCost,
                            network: Network, max_batch: int = 64, kv_tokens: int = 10**9,
                            prefill_budget: int = 8192) -> tuple[FleetResult, np.ndarray]:
     """Serve on n_prefill prefill replicas and n_decode decode replicas (least-loaded routing in each
@@ -81,13 +82,13 @@ def simulate_disaggregated(requests: list[FleetRequest], n_prefill: int, n_decod
     return res, np.where(np.isnan(ready), 0.0, ready - first)
 
 
-def simulate_colocated(requests: list[FleetRequest], gpus: int, step: IterationModel, max_batch: int = 64,
+def simulate_colocated(requests: list[FleetRequest], gpus: int, step: StepCost, max_batch: int = 64,
                        kv_tokens: int = 10**9, prefill_budget: int = 8192) -> FleetResult:
     """The same requests on ``gpus`` replicas that both prefill and decode, least-loaded routing, no prefix cache."""
     return simulate_fleet(requests, gpus, "least_loaded", step, max_batch, kv_tokens, prefill_budget, cache_blocks=0)
 
 
-def min_link_bandwidth(requests: list[FleetRequest], step: IterationModel, duration: float | None = None) -> float:
+def min_link_bandwidth(requests: list[FleetRequest], step: StepCost, duration: float | None = None) -> float:
     """Bytes per second the prefill pool emits as KV cache: sum(prompt tokens) * bytes per token / duration
     (default: the arrival span). A link slower than this, per prefill replica summed, cannot keep up."""
     span = duration or (max(r.arrival for r in requests) - min(r.arrival for r in requests))

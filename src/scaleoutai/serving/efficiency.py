@@ -107,8 +107,9 @@ def decode_tokens_per_s(model: ModelShape, batch: int, context: int, gpu: Any, i
 
 
 @dataclass(frozen=True)
-class StepCost:
-    """FLOPs and bytes moved by one model call; ``intensity`` = flops / bytes (FLOP per byte)."""
+class CallCost:
+    """FLOPs and bytes moved by one model call; ``intensity`` = flops / bytes (FLOP per byte). Its
+    seconds on a GPU are ``step_cost.StepCost``'s business, the one iteration-cost model of Part V."""
 
     flops: float
     bytes: float
@@ -118,7 +119,7 @@ class StepCost:
         return self.flops / self.bytes
 
 
-def prefill_cost(params_or_config: Any, T: int, batch: int = 1, itemsize: int = 8) -> StepCost:
+def prefill_cost(params_or_config: Any, T: int, batch: int = 1, itemsize: int = 8) -> CallCost:
     """Prefill T tokens of ``batch`` prompts in one call: B (2 P T + 2 L T^2 d) FLOPs; bytes = the weights
     once + the KV cache written (B * 2 L T kv) + the activations in and out (2 B T d), times itemsize."""
     if T < 1 or batch < 1:
@@ -127,10 +128,10 @@ def prefill_cost(params_or_config: Any, T: int, batch: int = 1, itemsize: int = 
     P, L, d, kv = matrix_params(c), c["n_layers"], c["d_model"], kv_width(c)
     flops = batch * (2 * P * T + 2 * L * T * T * d)
     nbytes = itemsize * (P + batch * 2 * L * T * kv + 2 * batch * T * d)
-    return StepCost(float(flops), float(nbytes))
+    return CallCost(float(flops), float(nbytes))
 
 
-def decode_cost(params_or_config: Any, context: int, batch: int = 1, itemsize: int = 8) -> StepCost:
+def decode_cost(params_or_config: Any, context: int, batch: int = 1, itemsize: int = 8) -> CallCost:
     """One decode step for ``batch`` sequences at ``context`` cached tokens: B (2 P + 4 L t d) FLOPs;
     bytes = every weight once + each sequence's cache read (2 L t kv) + its activations (2 d)."""
     if context < 0 or batch < 1:
@@ -139,7 +140,7 @@ def decode_cost(params_or_config: Any, context: int, batch: int = 1, itemsize: i
     P, L, d, kv = matrix_params(c), c["n_layers"], c["d_model"], kv_width(c)
     flops = batch * (2 * P + 4 * L * context * d)
     nbytes = itemsize * (P + batch * (2 * L * context * kv + 2 * d))
-    return StepCost(float(flops), float(nbytes))
+    return CallCost(float(flops), float(nbytes))
 
 
 def measure_roofline(matmul_n: int = 1024, copy_bytes: int = 256 * 2**20, repeats: int = 5

@@ -16,8 +16,9 @@ generated) or by swap (its blocks are copied to host memory and back).
 
 Invariant (tested): every request's tokens equal ``reference_generate`` of its prompt, greedy, under
 preemption of either kind, prefix sharing, any budget or chunk, static or continuous batching and any
-arrivals. Time is counted in iterations; ``StepCost`` turns an iteration into seconds with the roofline
-of a named model on a named GPU (``perf.hardware``: weights AND the KV cache read, or the FLOPs,
+arrivals. Time is counted in iterations; ``StepCost`` (``serving.step_cost``, the one iteration-cost
+model of Part V, also the router's) turns an iteration into seconds with the roofline of a named model
+on a named GPU (``perf.hardware``: weights AND the KV cache read, or the FLOPs,
 whichever takes longer), from which TTFT, TPOT and goodput under an SLO follow (DistServe, Zhong et al.
 OSDI 2024). ``iteration_seconds`` is the older linear model t_fixed + n t_token (kept for Chapter 40).
 """
@@ -29,9 +30,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..datasets import Request
-from ..perf.hardware import Accelerator, accelerator, decode_step_seconds
 from .decoder import Params, decode_step
 from .paged_cache import OutOfBlocks, PagedCache
+from .step_cost import StepCost  # Part V's one iteration-cost model, re-exported as llm.StepCost
 
 
 @dataclass
@@ -123,47 +124,6 @@ def iteration_seconds(tokens: np.ndarray | list[int], t_fixed: float = 0.02, t_t
     14 GFLOP per token / 70 TFLOP/s = 0.2 ms). It ignores the KV cache reads and the roofline's max;
     ``StepCost`` has both (Chapter 24, Section 7). Chapter 40 uses this one."""
     return t_fixed + t_token * np.asarray(tokens, dtype=np.float64)
-
-
-@dataclass(frozen=True)
-class StepCost:
-    """Modelled seconds of one engine iteration of a named model on a named GPU (Chapter 24, Section 7):
-
-        t = max((weight_bytes + kv_bytes_per_token * context) / bandwidth,
-                (flops_per_token * tokens + attn_flops_per_pair * pairs) / peak)
-
-    (``perf.hardware.decode_step_seconds``, Chapter 3's roofline): the step reads every weight once and
-    the cached K and V of every sequence in it; it computes 2 P FLOPs per token fed plus attention's
-    QK^T and AV for each (query, cached key) pair. ``for_model`` fills the fields from the shape."""
-
-    weight_bytes: float
-    kv_bytes_per_token: float
-    flops_per_token: float
-    gpu: Accelerator
-    attn_flops_per_pair: float = 0.0
-
-    @classmethod
-    def for_model(cls, P: float, layers: int, d_model: int, kv_dim: int, gpu: str | Accelerator,
-                  bytes_per_value: int = 2) -> StepCost:
-        """A decoder of P parameters, ``layers`` layers of width d_model whose K (and V) hold kv_dim numbers
-        per token per layer (d_model for multi-head attention, n_kv_heads * d_head with GQA), stored in
-        ``bytes_per_value`` (2: fp16/bf16): weights P b bytes, KV 2 layers kv_dim b bytes per token,
-        2 P FLOPs per token, 4 layers d_model FLOPs per attention pair."""
-        return cls(P * bytes_per_value, 2 * layers * kv_dim * bytes_per_value, 2 * P, accelerator(gpu),
-                   4 * layers * d_model)
-
-    @property
-    def idle(self) -> float:
-        """An empty step: the weights read once (the idle tick of the arrival clock)."""
-        return decode_step_seconds(self.weight_bytes, 0.0, 0.0, self.gpu)
-
-    def __call__(self, tokens, context, pairs=None) -> np.ndarray:
-        """Seconds of each iteration from its tokens fed, cached tokens read and attention pairs."""
-        tokens, context = np.asarray(tokens, dtype=np.float64), np.asarray(context, dtype=np.float64)
-        pairs = np.zeros_like(tokens) if pairs is None else np.asarray(pairs, dtype=np.float64)
-        return np.array([decode_step_seconds(self.weight_bytes, self.kv_bytes_per_token * c,
-                                             self.flops_per_token * n + self.attn_flops_per_pair * a, self.gpu)
-                         for n, c, a in zip(tokens, context, pairs)])
 
 
 def plan_iteration(todo: list[tuple[int, int]], token_budget: int | None = None,

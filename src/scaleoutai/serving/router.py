@@ -4,11 +4,13 @@
 Each replica runs continuous batching (Chapter 24) on a modelled GPU. At every iteration boundary it
 admits waiting requests in FIFO order while the batch, the prefill token budget and its KV memory
 allow; one iteration prefills the admitted prompts whole (emitting each one's first token) and decodes
-one token for every running sequence; its time is ``IterationModel.seconds``. A replica keeps a
-**prefix cache** of KV blocks keyed by chain hashes, h_i = hash(h_{i-1}, tokens of block i), so two
-prompts share block i exactly when they share every token up to it; a prompt whose first m blocks are
-cached prefills only its other tokens (at least one, to produce logits). The cache is LRU over blocks
-with the newest prefix's parents touched last, so leaves are evicted before the prefixes they extend.
+one token for every running sequence; its time is ``StepCost.seconds`` (``serving.step_cost``, the
+one iteration-cost model of Part V: weights and KV reads against FLOPs, attention's included, a
+prompt's cached prefix read and attended to). A replica keeps a **prefix cache** of KV blocks keyed by
+chain hashes, h_i = hash(h_{i-1}, tokens of block i), so two prompts share block i exactly when they
+share every token up to it; a prompt whose first m blocks are cached prefills only its other tokens (at
+least one, to produce logits). The cache is LRU over blocks with the newest prefix's parents touched
+last, so leaves are evicted before the prefixes they extend.
 
 The router sees what a real one sees: the prompts it sent, the replies that came back. Policies:
 ``round_robin``; ``least_loaded`` (fewest outstanding tokens, prompt + output, of requests not yet
@@ -28,51 +30,12 @@ import bisect
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from .step_cost import StepCost, attention_pairs
+
 POLICIES = ("round_robin", "least_loaded", "cache_aware")
-
-
-@dataclass(frozen=True)
-class IterationModel:
-    """Time of one continuous-batching iteration on one GPU: the roofline of ``perf.hardware``,
-    max((weight bytes + KV bytes) / bandwidth, flops / (peak * mfu)) + overhead, where the KV bytes are
-    kv_bytes_per_token * (context tokens read by the decoding sequences + prefill tokens written) and
-    flops = 2 P (prefill tokens + decoding sequences). Build it with ``iteration_model``."""
-
-    params: float                # P, the weights every token multiplies
-    weight_bytes: float
-    kv_bytes_per_token: float    # 2 * layers * n_kv_heads * head_dim * bytes per element
-    gpu: Any                     # a perf.hardware.Accelerator
-    mfu: float = 0.5             # share of the peak the matmuls reach
-    overhead: float = 0.0        # seconds per iteration (launches, scheduling)
-
-    def seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
-        from ..perf import hardware
-
-        kv = self.kv_bytes_per_token * (context_tokens + prefill_tokens)
-        flops = 2.0 * self.params * (prefill_tokens + decode_seqs) / self.mfu
-        return hardware.decode_step_seconds(self.weight_bytes, kv, flops, self.gpu) + self.overhead
-
-    def decode_seconds(self, decode_seqs: int, context_tokens: np.ndarray) -> np.ndarray:
-        """``seconds(0, decode_seqs, t)`` for every t in ``context_tokens`` at once (the same roofline)."""
-        mem = (self.weight_bytes + self.kv_bytes_per_token * np.asarray(context_tokens, float)) / self.gpu.hbm_bandwidth
-        return np.maximum(mem, 2.0 * self.params * decode_seqs / self.mfu / self.gpu.bf16_flops) + self.overhead
-
-
-def iteration_model(model: str = "Llama-3-8B", gpu: str = "H100 SXM", itemsize: int = 2, mfu: float = 0.5,
-                    overhead: float = 0.0) -> IterationModel:
-    """The iteration model of a model of ``efficiency.OPEN_MODELS`` on a GPU of ``perf.hardware``
-    (one table for the course); ``itemsize`` bytes per weight and per cached K or V element."""
-    from ..perf import hardware
-    from .efficiency import OPEN_MODELS
-
-    m = OPEN_MODELS[model]
-    return IterationModel(params=m.params, weight_bytes=m.params * itemsize,
-                          kv_bytes_per_token=m.kv_bytes_per_token(itemsize), gpu=hardware.accelerator(gpu),
-                          mfu=mfu, overhead=overhead)
 
 
 def block_hashes(tokens: np.ndarray, block_size: int) -> list[int]:
@@ -135,7 +98,7 @@ class Replica:
 
     fast = True  # jump over runs of decode-only iterations (exact; False steps one by one, for the tests)
 
-    def __init__(self, step: IterationModel, max_batch: int = 64, kv_tokens: int = 10**9,
+    def __init__(self, step: StepCost, max_batch: int = 64, kv_tokens: int = 10**9,
                  prefill_budget: int = 8192, cache_blocks: int = 0, block_size: int = 16):
         self.step, self.max_batch, self.kv_tokens, self.budget = step, max_batch, kv_tokens, prefill_budget
         self.cache, self.block_size = PrefixCache(cache_blocks), block_size
@@ -168,7 +131,7 @@ class Replica:
                 # nothing changes but the clock and the contexts until a finish or a job is ready
                 self._fast_forward(min(until, soon) if soon > self.clock else until)
                 continue
-            prefill, budget = [], self.budget
+            prefill, budget, pairs, prefix = [], self.budget, 0, 0
             while self.waiting and len(self.running) < self.max_batch:
                 req, mode, at = self.waiting[0]
                 if at > self.clock:
@@ -186,11 +149,12 @@ class Replica:
                 if mode == "decode":
                     self.running.append([req, mode, len(req.prompt) + 1, req.max_new - 1])
                 else:
-                    self.cached[req.id] = len(req.prompt) - new
+                    self.cached[req.id] = hit
                     prefill.append(new)
+                    pairs, prefix = pairs + attention_pairs(new, hit), prefix + hit
                     self.running.append([req, mode, len(req.prompt), -1])  # -1: prefill in this iteration
             decoding = [r for r in self.running if r[3] > 0]
-            self._tick(self.step.seconds(sum(prefill), len(decoding), sum(r[2] for r in decoding)), 1)
+            self._tick(self.step.seconds(sum(prefill), len(decoding), sum(r[2] for r in decoding), pairs, prefix), 1)
 
     def _admissible(self) -> bool:
         if not self.waiting or len(self.running) >= self.max_batch or self.waiting[0][2] > self.clock:
@@ -335,7 +299,7 @@ def prepare(requests: list[FleetRequest], block_size: int) -> list[FleetRequest]
     return requests
 
 
-def simulate_fleet(requests: list[FleetRequest], c: int, policy: str, step: IterationModel,
+def simulate_fleet(requests: list[FleetRequest], c: int, policy: str, step: StepCost,
                    max_batch: int = 64, kv_tokens: int = 10**9, prefill_budget: int = 8192,
                    cache_blocks: int = 4096, block_size: int = 16, max_imbalance: float = 16384) -> FleetResult:
     """Serve ``requests`` on c replicas under ``policy``; see the module docstring for the model."""
