@@ -79,10 +79,32 @@ def test_release_refuses_hidden_test_text(tmp_path):
         assign(find_lab("lab04", root), tmp_path / "out")
 
 
-def test_read_cells_skips_public_tests_and_comments_out_magics(tmp_path):
-    path = notebook(tmp_path / "a.ipynb", "%matplotlib inline\nx = 1", "run_public_tests()", tags={1: ["public-tests"]})
+def test_read_cells_skips_public_tests_and_demo_cells_and_comments_out_magics(tmp_path):
+    path = notebook(tmp_path / "a.ipynb", "%matplotlib inline\nx = 1", "run_public_tests()", "print(f(3))",
+                    tags={1: ["public-tests"], 2: ["demo"]})
     cells = read_cells(path)
-    assert cells[0] == {"source": "pass  # %matplotlib inline\nx = 1", "skip": False} and cells[1]["skip"]
+    assert cells[0] == {"source": "pass  # %matplotlib inline\nx = 1", "skip": False}
+    assert cells[1]["skip"] and cells[2]["skip"]
+
+
+@pytest.mark.parametrize("lab_name", list_labs(ROOT))
+def test_every_lab_example_cell_is_tagged_demo_and_holds_nothing_the_graded_cells_need(lab_name, tmp_path):
+    """The grader skips ``demo`` cells: no student code may sit in one, and no function they define may be
+    called from a cell the grader runs (the mutant batches then check the reference still scores 100)."""
+    import ast
+
+    nb = json.loads(solution_notebook(find_lab(lab_name, ROOT), tmp_path / "s.ipynb").read_text())
+    code = [("demo" in c["metadata"].get("tags", []), "".join(c["source"])) for c in nb["cells"]
+            if c["cell_type"] == "code" and "public-tests" not in c["metadata"].get("tags", [])]
+    demos = [src for is_demo, src in code if is_demo]
+    assert demos, f"{lab_name}: tag its example cell demo"
+    import jupytext
+
+    source = jupytext.read(find_lab(lab_name, ROOT).source)
+    assert not [c for c in source.cells if "demo" in c.metadata.get("tags", []) and "BEGIN SOLUTION" in c.source]
+    defined = {n.name for src in demos for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)}
+    used = {n.id for is_demo, src in code if not is_demo for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Name)}
+    assert not defined & used, f"{lab_name}: graded cells use {sorted(defined & used)}, defined in a demo cell"
 
 
 @pytest.mark.parametrize("text", ["{ not json", "[1, 2]", '{"cells": 3}'])

@@ -134,7 +134,7 @@ def grader_sharded(comm, X_shard, y_shard, w):
 # Compare with one machine (`local_gradient(X, y, w)` on all rows), first on ordinary data, then with
 # scores far past exp's overflow: the loss must stay finite and the two must still agree.
 
-# %%
+# %% tags=["demo"]
 rng = np.random.default_rng(1)
 X = rng.standard_normal((N, D))
 y = (rng.random(N) < 1 / (1 + np.exp(-X @ rng.standard_normal(D)))).astype(np.float64)

@@ -103,7 +103,7 @@ def causal_broadcast(comm, script):
 # A schedule that reorders: rank 0 broadcasts m1, rank 1 delivers m1 and answers with m2, and rank 2
 # reads rank 1's link first. m2 must wait in rank 2's hold-back queue until m1 arrives.
 
-# %%
+# %% tags=["demo"]
 scripts = [np.array([[0, 0]]), np.array([[1, 0], [0, 0]]), np.array([[1, 1], [1, 0]])]
 res = cluster.run(lambda comm: causal_broadcast(comm, scripts[comm.rank]), 3, backend="sim")
 print("rank 2 delivered:", res.values[2].tolist())
@@ -114,7 +114,7 @@ assert res.values[2].tolist() == [[0, 1], [1, 1]], "m2 (1, 1) was delivered befo
 # A random run on K ranks: a global order of broadcasts and arrivals where each arrival reads a random
 # non-empty link, projected to one script per rank (so no rank waits for a message never sent).
 
-# %%
+# %% tags=["demo"]
 def random_scripts(k_, n, rng):
     links = {(a, b): [] for a in range(k_) for b in range(k_) if a != b}  # messages in flight per link
     script = [[] for _ in range(k_)]

@@ -139,7 +139,7 @@ def halving_doubling_allreduce(comm, x):
 # Try it on the simulator: every rank's answer must equal the single-machine sum, and the grader's counts
 # must show 2 log2 P messages (+1 on an odd folding rank, 1 on an even one) and about 2(P-1)/P · n values.
 
-# %%
+# %% tags=["demo"]
 def worker(comm, data):
     return halving_doubling_allreduce(comm, data[comm.rank])
 

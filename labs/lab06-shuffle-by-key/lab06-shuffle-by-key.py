@@ -178,7 +178,7 @@ def run_sort_shuffle(comm, split, combine, s):
 # mixed keys plus one key holding a third of the pairs: nothing lost, the ranks' outputs in global order,
 # every rank within the bound, and with the combiner one exact total per key.
 
-# %%
+# %% tags=["demo"]
 def make_splits(n, K, seed=0):
     rng = np.random.default_rng(seed)
     pairs = []

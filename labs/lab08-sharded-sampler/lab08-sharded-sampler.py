@@ -134,7 +134,7 @@ def agree_progress(comm, n, saved):
 # of padding. Then the old job of `K_OLD` ranks crashes during step `STEPS`, after only 2 of its ranks
 # completed it; the new job of `K_NEW` ranks agrees where to resume and finishes the epoch.
 
-# %%
+# %% tags=["demo"]
 def resume_rank(comm, n, seed, drop_last, saved_by_rank):
     epoch, consumed = agree_progress(comm, n, saved_by_rank[comm.rank])
     return int(epoch), resume_indices(n, comm.size, comm.rank, int(epoch), seed, int(consumed), drop_last)

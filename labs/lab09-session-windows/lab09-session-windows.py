@@ -188,7 +188,7 @@ def run_sessions(comm, owned, part, step, time, key, value, n_steps, gap, delta)
 # events, and each key's on-time events cut into sessions. The run hands rank r only the partitions
 # `p % K == r`.
 
-# %%
+# %% tags=["demo"]
 def make_stream(rng, P, n, n_steps, gap, floats=False):
     """(part, step, time, key, value) of all events, in log order per partition."""
     sizes = np.bincount(rng.integers(0, max(P - 1, 1), n), minlength=P)  # partition P-1 stays empty

@@ -151,6 +151,7 @@ def train_ef_sign(comm, X_shard, y_shard, N, w0, lr, steps, feedback=True):
     return w
 
 
+# %% tags=["demo"]
 rng = np.random.default_rng(10)
 d, rows = 50, 50
 parts = []

@@ -251,7 +251,7 @@ def run_ps(comm, S, join, vnodes, users, items, r, batches, n_users, d, dtype, l
 # S-1 joins at clock `JOIN`. The single-machine reference keeps the whole (small) table and its velocity
 # and moves every row at every step; the servers' rows must equal it, and the rows that moved are counted.
 
-# %%
+# %% tags=["demo"]
 def single_machine(users, items, r, batches, n_users, n_rows, d, dtype, lr, mu, seed):
     """Momentum SGD on the whole table: (table after the last step, loss of every clock)."""
     w = init_rows(np.arange(n_rows), d, seed, dtype)

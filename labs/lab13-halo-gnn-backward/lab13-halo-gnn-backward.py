@@ -167,7 +167,7 @@ def run_layer(comm, X_own, edges_in, parts, W_l, b_l, W_r, dOut):
 # compares every output with one computation of the whole graph, and prints the bytes each rank sent
 # beside what gathering the whole feature matrix would cost.
 
-# %%
+# %% tags=["demo"]
 def reference(X, edges, W_l, b_l, W_r, dOut):
     """The layer on one machine, dense (small graphs only): (out, dX, dW_l, db_l, dW_r)."""
     n = len(X)

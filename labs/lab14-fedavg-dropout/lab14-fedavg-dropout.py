@@ -144,7 +144,7 @@ def scaffold(comm, w, X, y, rounds, lr, steps, lr_g):
 # `cluster.Faults(crash={r: c})` makes client r drop when it tries to send its (c+1)-th message: it
 # reports in rounds 0..c-1 and is gone from round c on.
 
-# %%
+# %% tags=["demo"]
 rng = np.random.default_rng(1)
 data = [(np.zeros((0, D)), np.zeros(0))]
 for k in range(1, K):

@@ -166,7 +166,7 @@ def ddp_train(comm, X, Y, params, steps, lr, G, bucket_bytes, frozen=()):
 # One machine, for comparison: full-batch gradient, plain SGD, frozen tensors left alone. Then the
 # cluster: the trace shows which messages cross a node boundary.
 
-# %%
+# %% tags=["demo"]
 def train_one_machine(X, Y, params, steps, lr, frozen=()):
     weights = dict((key, array.copy()) for key, array in params.items())
     for step in range(steps):

@@ -147,7 +147,7 @@ def qwz_adam_step(comm, grad_flat, state, lr, qblock, betas=(0.9, 0.999), eps=1e
 # Compare with one machine: the master shards against Adam on the summed gradients, the weights
 # against the error bound s_j / 2, and the bytes against a full-precision all-gather.
 
-# %%
+# %% tags=["demo"]
 rng = np.random.default_rng(16)
 p0 = rng.standard_normal(PSI) * 10.0 ** rng.uniform(-3, 1, size=PSI)  # parameters of many sizes
 local_grads = rng.standard_normal((STEPS, K, PSI))  # local_grads[s, r]: rank r's gradient at step s

@@ -156,7 +156,7 @@ def moe_dropless_ep(comm, tokens, router_W, owner, experts_shard):
 # hold more experts than others). The check below compares with a one-process loop over tokens that
 # uses your router, then prints the bytes each rank sent.
 
-# %%
+# %% tags=["demo"]
 rng = np.random.default_rng(17)
 router = rng.standard_normal((D, E)) * 1.5 / np.sqrt(D)
 experts = [mlp_init([D, HIDDEN, D], seed=170 + e) for e in range(E)]

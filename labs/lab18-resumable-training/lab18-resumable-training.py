@@ -293,7 +293,7 @@ def train_sharded(comm, data, w0, steps, lr, ckpt_dir, every):
 # restart on K_AFTER ranks, and compare with a run that never crashed: the restart must skip the damaged
 # checkpoint and still end on the same bits.
 
-# %%
+# %% tags=["demo"]
 rng = np.random.default_rng(18)
 N_PARAMS = 7
 A = rng.standard_normal((12, N_PARAMS))

@@ -195,7 +195,7 @@ def pasha_search(comm, curves, eta, min_resource, max_resource, eps, time_per_un
 # less than ASHA would, and still ends on the trial with the largest q_t. In the second, slow starters
 # finish best (the order flips between rungs), so PASHA must keep growing.
 
-# %%
+# %% tags=["demo"]
 rng = np.random.default_rng(21)
 quality = rng.uniform(0, 1, TRIALS)
 steady = quality[:, None] - 0.5 ** np.arange(4)[None, :]

@@ -196,7 +196,7 @@ def run_cp(comm, x, flat, d_model, n_heads, d_ff, n_layers):
 # machine running the same L blocks on the whole prompt, and the bytes each rank sent beside the
 # causal ring's formula (the simulator's counts here are payload only; the grader's add the header).
 
-# %%
+# %% tags=["demo"]
 def chunk_worker(comm, x, blocks, bounds):
     lo, hi = bounds[comm.rank], bounds[comm.rank + 1]
     return cp_block_stack(comm, blocks, x[:, lo:hi], N_HEADS)

@@ -241,7 +241,7 @@ class PrefixCache:
 # Try it: a request with a 5-token prompt finishes; the next request with the same first 4 tokens reuses
 # its two full blocks, although no sequence held them in between.
 
-# %%
+# %% tags=["demo"]
 try:
     demo = PrefixCache(NUM_BLOCKS, BLOCK_SIZE)
     demo.admit("first", [7, 3, 9, 1, 4])

@@ -206,7 +206,7 @@ def run_topk(comm, queries, shard, offset, k):
 # query would cost. (Put whole clusters on shards instead and the saving shrinks: the shards far from
 # the query pull tau up. Try it.)
 
-# %%
+# %% tags=["demo"]
 def split_worker(comm, queries, base, k):
     lo = len(base) * comm.rank // comm.size
     hi = len(base) * (comm.rank + 1) // comm.size

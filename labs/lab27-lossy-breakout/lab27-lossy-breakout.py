@@ -228,7 +228,7 @@ def flatten(nb):
 # `one_machine`, since `dai_rounds` is not importable in the grader). Then an instance with no
 # colouring: every rank must report "unsolved" after exactly `max_rounds`, and no colours.
 
-# %%
+# %% tags=["demo"]
 def one_machine(nb, k, seed, max_rounds):
     agents = [DBAAgent(i, nb, k, seed) for i in range(len(nb))]
     out = [m for a in agents for m in a.start()]

@@ -206,7 +206,7 @@ def run_cfr_plus(comm, n_cards, lo, regret, strat, t0, iterations):
 # counts payloads; the grader adds each message's 24-byte header).
 
 
-# %%
+# %% tags=["demo"]
 def best_response_value(policy, i):
     """max over player i's pure strategies of its payoff against policy (N, 4, 2), by recursion per card."""
     n = policy.shape[0]

@@ -259,7 +259,7 @@ def easy_cluster(comm, cpus, gpus, jobs, runtimes):
 # `easy_cluster` on the simulator with the jobs dealt to K login nodes at random; the two must agree
 # start for start, and the schedule must never use more CPUs or GPUs than the machine has.
 
-# %%
+# %% tags=["demo"]
 def make_jobs(n, cpus, gpus, seed):
     rng = np.random.default_rng(seed)
     submit = np.sort(rng.uniform(0, 30 * n, n))

@@ -156,7 +156,7 @@ def grader_call(vectors, counts, f, nu, tol, max_iter):
 # send that gradient flipped and amplified. Compare the geometric median's distance to the honest mean with
 # the plain mean's and with the bound, and count the rounds.
 
-# %%
+# %% tags=["demo"]
 rng = np.random.default_rng(0)
 g_true = rng.standard_normal(D)
 grads = [g_true + 0.3 * rng.standard_normal(D) for _ in range(K - F)] + [-10 * g_true] * F

@@ -225,7 +225,7 @@ def run_clusters(comm, ids, sigs, set_ptr, set_vals, bands, threshold):
 # so the links of a chain sit on different ranks. The check is a single-machine reference written here
 # with plain Python loops: LSH candidates, verification, and connected components.
 
-# %%
+# %% tags=["demo"]
 def families(n_fam, rng, size=40, step=8):
     sets = []
     for _ in range(n_fam):

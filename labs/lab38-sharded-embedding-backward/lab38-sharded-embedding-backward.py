@@ -191,7 +191,7 @@ def run_step(comm, owner, my_rows, my_acc, ids, offsets, weights, grad, mode, we
 # `torch.nn.EmbeddingBag` and one optimizer step, and prints the bytes each rank sent beside what the
 # chapter's protocol (pairs per entry, partials per segment, both ways) would cost.
 
-# %%
+# %% tags=["demo"]
 def split_worker(comm, owner, table, acc, bags, grads, mode, lr, optimizer):
     mine = np.flatnonzero(owner == comm.rank)
     ids, offsets, weights = bags[comm.rank]

@@ -19,6 +19,10 @@ from ..errors import UserError
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 PUBLIC_TAG = "public-tests"
+# A lab's "try it" cell: it runs the student's functions on an example for the student to read, so the
+# grader skips it (every rank sandbox would run it again at each start, and the hidden tests test the same
+# functions); like otter's ignored cells. Only the lab's own example cells carry it.
+DEMO_TAG = "demo"
 NOTEBOOK_CAP = 20 * 1024 * 1024
 STUB = 'raise NotImplementedError("write your solution here, then run the public tests")'
 
@@ -183,7 +187,7 @@ def read_cells(path: Path) -> list[dict]:
         src = "\n".join(_MAGIC.sub(r"\1pass  # \2", ln) for ln in src.splitlines())
         meta = c.get("metadata") if isinstance(c.get("metadata"), dict) else {}
         tags = meta.get("tags") if isinstance(meta.get("tags"), list) else []
-        cells.append({"source": src, "skip": PUBLIC_TAG in tags})
+        cells.append({"source": src, "skip": PUBLIC_TAG in tags or DEMO_TAG in tags})
     return cells
 
 

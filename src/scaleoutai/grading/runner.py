@@ -229,7 +229,7 @@ def grade_batch(lab: Lab, paths: list[Path], out: Path, jobs: int = 1, limits: L
     isolated = limits.mode in ("full", "uid")
     base = Path(tempfile.mkdtemp(prefix="scaleout-grade-"))
     os.chmod(base, 0o711)
-    slots = max(1, jobs)
+    slots = max(1, min(jobs, len(todo)))  # a slot with nothing to grade would only start a zygote
     uids, locks = reserve_uids(slots) if isolated else ([UID_BASE + UIDS_PER_SLOT * i for i in range(slots)], [])
     if isolated:
         for first in uids:  # leftovers of a batch that was killed halfway while holding these uids
