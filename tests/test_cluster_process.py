@@ -22,8 +22,14 @@ def ring_shift(comm, x):
 def no_leftover_workers() -> bool:
     deadline = time.time() + 5
     while time.time() < deadline:
-        kids = [p for p in psutil.Process().children(recursive=True)
-                if "scaleoutai.cluster._worker" in " ".join(p.cmdline())]
+        kids = []
+        for p in psutil.Process().children(recursive=True):  # fresh interpreters, or forked by the rank server
+            try:
+                parent = " ".join(p.parent().cmdline()) if p.parent() else ""
+                if "scaleoutai.cluster._worker" in " ".join(p.cmdline()) or "cluster.forkserver" in parent:
+                    kids.append(p)
+            except psutil.NoSuchProcess:
+                continue
         if not kids:
             return True
         time.sleep(0.1)

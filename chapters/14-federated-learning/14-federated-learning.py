@@ -41,6 +41,7 @@ GOSSIP_KS = [16, 36, 64]  # smoke: [16, 36]
 GOSSIP_STEPS = 80  # smoke: 40
 DP_STEPS = 600  # smoke: 150
 SIGMAS = [0.7, 1.0, 2.0]
+RAY_CLIENTS = 4  # smoke: 2
 SEED = 0
 
 # %% [markdown]
@@ -358,8 +359,6 @@ import logging
 warnings.filterwarnings("ignore", message="IProgress not found")  # no ipywidgets: plain progress is off anyway
 logging.getLogger("ray").setLevel(logging.ERROR)
 import ray  # noqa: E402
-
-RAY_CLIENTS = 4
 
 
 def torch_client_update(w, X_k, y_k, epochs, lr, batch_size, seed):

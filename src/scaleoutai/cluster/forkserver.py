@@ -157,6 +157,7 @@ def _child(request: dict[str, Any], fd: int) -> None:
 def serve(fd: int) -> None:
     """The server's loop: fork a rank per request, report each rank's exit status; end with the driver."""
     import select
+    import signal
 
     import numpy  # noqa: F401 - preloaded for every rank
     import torch  # noqa: F401
@@ -166,10 +167,16 @@ def serve(fd: int) -> None:
     from scaleoutai.cluster import _worker, process  # noqa: F401
 
     sock = socket.socket(fileno=fd)
+    wake_r, wake_w = os.pipe()  # SIGCHLD writes a byte here: an ended rank wakes the loop, no polling
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
     sock.sendall(b'{"ready": true}\n')
     buf, pending = b"", []  # a request may arrive in pieces; its descriptor comes with the first
     while True:
-        ready, _, _ = select.select([sock], [], [], 0.02)
+        ready, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 4096)
         while True:  # reap every rank that ended
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -178,7 +185,7 @@ def serve(fd: int) -> None:
             if pid == 0:
                 break
             sock.sendall(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
-        if not ready:
+        if sock not in ready:
             continue
         data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
         if not data:
@@ -191,7 +198,11 @@ def serve(fd: int) -> None:
             pid = os.fork()
             if pid == 0:
                 try:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     sock.close()
+                    os.close(wake_r)
+                    os.close(wake_w)
                     _child(json.loads(line), out)
                 finally:
                     os._exit(1)

@@ -131,7 +131,8 @@ def _doc(name: str, parts: list[str], starter_lines: set[str] = frozenset(), sta
 def _release(lab: Lab) -> tuple[set[tuple[str, ...]], set[str], set[int]]:
     """The student release's code cells (as token streams), lines and k-grams."""
     with tempfile.TemporaryDirectory() as tmp:
-        cells = [c["source"] for c in read_cells(assign(lab, Path(tmp)) / f"{lab.name}.ipynb") if not c["skip"]]
+        # every cell, the skipped ones too: a submission that lost its cells' tags still hands them back verbatim
+        cells = [c["source"] for c in read_cells(assign(lab, Path(tmp)) / f"{lab.name}.ipynb")]
     streams = [tuple(t for t, _ in normalise(c)) for c in cells]
     grams = {hash(tuple(_tid(t) for t in s[i:i + K])) for s in streams for i in range(len(s) - K + 1)}
     lines = {_squash(ln) for c in cells for ln in c.splitlines()} - {""}
