@@ -100,10 +100,12 @@ def decode_tokens_per_s(model: ModelShape, batch: int, context: int, gpu: Any, i
     2 P B n / peak) from ``perf.hardware`` (w = ``weight_itemsize``, default ``itemsize``: int8 weights
     with a bf16 cache are w = 1, itemsize = 2; n = ``tokens_per_seq`` tokens scored per sequence per
     step, k + 1 for a speculative verify pass). ``kv=False`` drops the cache reads (weights only)."""
+    from .step_cost import StepCost  # Part V's one iteration-cost model; attention's FLOPs left out here
+
     w = itemsize if weight_itemsize is None else weight_itemsize
-    kv_read = batch * context * model.kv_bytes_per_token(itemsize) if kv else 0
-    flops = 2 * model.params * batch * tokens_per_seq
-    return batch * tokens_per_seq / hardware.decode_step_seconds(model.params * w, kv_read, flops, gpu)
+    cost = StepCost(model.params * w, model.kv_bytes_per_token(itemsize) if kv else 0.0, 2 * model.params,
+                    hardware.accelerator(gpu))
+    return batch * tokens_per_seq / cost.step_seconds(batch * tokens_per_seq, batch * context, 0.0)
 
 
 @dataclass(frozen=True)

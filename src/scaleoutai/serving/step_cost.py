@@ -1,7 +1,7 @@
 """One engine iteration's modelled time, the cost model of Part V: Chapter 24's continuous batching
 (Section 7: TTFT, TPOT, goodput) and Chapter 23's fleet (the router's replicas, disaggregation, the
-benchmark) read the same one. (Chapter 22's ``efficiency.decode_tokens_per_s`` is the same roofline
-for one uniform decode batch, without attention's FLOPs.)
+benchmark) read the same one, and Chapter 22's ``efficiency.decode_tokens_per_s`` is its throughput
+for one uniform decode batch, without attention's FLOPs.
 
 An iteration (one forward pass of continuous batching) feeds n tokens (prompt tokens and one token per
 decoding sequence), touches the K and V of c tokens in the cache (each decoding sequence reads its
