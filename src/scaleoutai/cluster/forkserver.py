@@ -145,7 +145,10 @@ def _child(request: dict[str, Any], fd: int) -> None:
     os.environ.update(request["env"])
     import torch
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))  # the pool size is read at import
+    try:  # the server imported torch before this rank's OMP_NUM_THREADS existed
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+    except ValueError:  # a nested OpenMP setting such as "4,2": torch's own default then
+        pass
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
     sys.argv = ["-m", *request["argv"]]
