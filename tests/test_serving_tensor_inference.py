@@ -51,3 +51,18 @@ def test_tensor_parallel_forward_on_processes_equals_the_dense_decoder():
     res = cluster.run(run_tp_forward, 2, backend="process", args=(params, toks), timeout=120)
     for logits, _ in res.values:
         np.testing.assert_allclose(logits, decoder_forward(params, toks), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("n_kv_heads", [1, 2, 3])
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 7])
+def test_tensor_parallel_forward_of_a_gqa_decoder_equals_the_dense_decoder(K, n_kv_heads):
+    """A rank holds whole GQA groups (KV heads with their query heads); K > n_kv_heads leaves ranks headless."""
+    params = decoder_init(vocab=30, d_model=24, n_heads=6, n_layers=2, d_ff=20, max_len=16, seed=3,
+                          n_kv_heads=n_kv_heads)
+    tokens = np.random.default_rng(1).integers(0, 30, size=(2, 9))
+    res = cluster.run(run_tp_forward, K, args=(params, tokens), backend="sim", timeout=60)
+    want = decoder_forward(params, tokens)
+    for logits, _ in res.values:
+        np.testing.assert_allclose(logits, want, rtol=1e-10, atol=1e-10)
+    kv_cols = [shard_decoder(params, K, r)["blocks"][0]["Wk"].shape[1] for r in range(K)]
+    assert sum(kv_cols) == n_kv_heads * 4 and all(c % 4 == 0 for c in kv_cols)  # whole KV heads of d_h = 4
