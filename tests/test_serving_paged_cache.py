@@ -236,3 +236,15 @@ def test_bad_arguments_are_one_clear_error():
         a.append_slot("nope")
     with pytest.raises(ValueError, match="fork into a new id"):
         a.fork("x", "x")
+
+
+@pytest.mark.parametrize("n_kv_heads", [1, 2])
+def test_greedy_decoding_of_a_gqa_model_through_the_paged_cache_equals_the_reference(n_kv_heads):
+    """The blocks hold n_kv_heads * d_h numbers per token: 1/4 and 1/2 of a multi-head cache here."""
+    params = decoder_init(vocab=40, d_model=16, n_heads=4, n_layers=2, d_ff=32, max_len=40, seed=5,
+                          n_kv_heads=n_kv_heads)
+    rng = np.random.default_rng(n_kv_heads)
+    prompts = [rng.integers(0, 40, size=n) for n in (1, 6, 11)]
+    cache = PagedCache(params, num_blocks=30, block_size=4)
+    assert generate(params, prompts, max_new=6, cache=cache) == [reference_generate(params, p, 6) for p in prompts]
+    assert cache.k.shape[-1] == cache.v.shape[-1] == n_kv_heads * 4

@@ -12,13 +12,16 @@ Invariants (tested under random traces):
 - a write never changes a token another sequence reads; a read returns exactly what was written.
 
 ``BlockAllocator`` keeps only this bookkeeping; ``PagedCache`` owns the K and V storage
-(n_layers, N, B, d_model) and implements the decoder's ``write``/``read`` through the block table.
+(n_layers, N, B, kv_width) and implements the decoder's ``write``/``read`` through the block table
+(kv_width = n_kv_heads * d_h: d_model for multi-head attention, less with grouped-query attention).
 """
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+
+from .decoder import kv_width
 
 
 class OutOfBlocks(RuntimeError):
@@ -181,7 +184,7 @@ class BlockAllocator:
 
 
 class PagedCache:
-    """The decoder's KV cache over a BlockAllocator: K and V of shape (n_layers, N, B, d_model).
+    """The decoder's KV cache over a BlockAllocator: K and V of shape (n_layers, N, B, kv_width).
 
     ``write(layer, seq, pos)`` at pos == length appends a slot (allocating the sequence at pos 0);
     reads gather the sequence's blocks in table order. ``swap_out``/``swap_in`` move a sequence's
@@ -192,7 +195,7 @@ class PagedCache:
         cfg = params["config"]
         self.alloc = allocator or BlockAllocator(num_blocks, block_size)
         self.block_size = self.alloc.block_size
-        shape = (cfg["n_layers"], self.alloc.num_blocks, self.block_size, cfg["d_model"])
+        shape = (cfg["n_layers"], self.alloc.num_blocks, self.block_size, kv_width(cfg))
         self.k = np.zeros(shape, dtype=params["tok"].dtype)
         self.v = np.zeros(shape, dtype=params["tok"].dtype)
         self.host: dict[Any, tuple[np.ndarray, np.ndarray, int]] = {}
