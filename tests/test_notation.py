@@ -29,6 +29,13 @@ def test_no_symbol_is_used_with_another_meaning(source):
     assert not findings, "\n".join(findings)
 
 
+def _lint_prose(tmp_path, prose: str) -> list[str]:
+    """The lint's findings on a one-paragraph chapter holding ``prose`` (its 4th line)."""
+    path = tmp_path / "chapter.py"
+    path.write_text(f"# %% [markdown]\n# # Chapter 99. Test\n#\n# {prose}\n")
+    return lint_source(path, load_notation(TABLE))
+
+
 @pytest.mark.parametrize("prose, flagged", [
     ("Run on $P$ devices with a ring.", True),
     ("A mesh of $P = 8$ GPUs.", True),
@@ -56,9 +63,7 @@ def test_no_symbol_is_used_with_another_meaning(source):
     ("an efficiency $E$ of 0.8 on 8 workers", False),
 ])
 def test_the_lint_flags_a_symbol_defined_as_something_else(tmp_path, prose, flagged):
-    path = tmp_path / "chapter.py"
-    path.write_text(f"# %% [markdown]\n# # Chapter 99. Test\n#\n# {prose}\n")
-    findings = lint_source(path, load_notation(TABLE))
+    findings = _lint_prose(tmp_path, prose)
     assert bool(findings) == flagged, findings
     if flagged:
         assert findings[0].startswith("chapter.py:4: ") and "Appendix C" in findings[0]
@@ -71,9 +76,7 @@ def test_the_lint_flags_a_symbol_defined_as_something_else(tmp_path, prose, flag
     ("A ledger first.\n#\n# Then the attack: $\\varepsilon$ times the honest mean.", True),  # the ledger is another paragraph
 ])
 def test_the_lint_flags_epsilon_in_a_paragraph_without_privacy(tmp_path, paragraph, flagged):
-    path = tmp_path / "chapter.py"
-    path.write_text(f"# %% [markdown]\n# # Chapter 99. Test\n#\n# {paragraph}\n")
-    findings = lint_source(path, load_notation(TABLE))
+    findings = _lint_prose(tmp_path, paragraph)
     assert bool(findings) == flagged, findings
     if flagged:
         assert "names none of" in findings[0] and "\\varepsilon" in findings[0]

@@ -104,10 +104,13 @@ class _Server:
             with self.request:
                 socket.send_fds(self.sock, [request], [w])
                 pid = self.pids.get(timeout=60)
+        except (OSError, queue.Empty):  # a dead or hung server: the caller starts a fresh interpreter
+            pid = -1
         finally:
             os.close(w)
         if pid < 0:
             os.close(r)
+            self.alive = False
             raise OSError("the rank server could not fork")
         child = Forked(pid, os.fdopen(r, "rb"))
         with _LOCK:
@@ -131,7 +134,10 @@ def start_rank(argv: list[str], env: dict[str, str]) -> Forked | None:
         server = _SERVER[os.getpid()]
     if server is None or not server.alive:
         return None
-    return server.start(argv, env)
+    try:
+        return server.start(argv, env)
+    except OSError:
+        return None
 
 
 def _child(request: dict[str, Any], fd: int) -> None:
