@@ -1,6 +1,6 @@
 """One submission cannot starve or outgrow its neighbour: with ``--jobs 2`` a hostile submission (frame
 flood, fork-and-allocate, busy loops) spends its own slot's core and its own memory cgroup, and the
-honest submission beside it keeps its grade and its time (within 1.5x of grading it alone)."""
+honest submission beside it keeps its grade and its time (within 1.5x, or 1.5 s, of the median of grading it alone)."""
 from __future__ import annotations
 
 import os
@@ -60,7 +60,7 @@ def test_a_hostile_neighbour_neither_slows_nor_starves_an_honest_submission(tmp_
     hostile = notebook(tmp_path / "subs" / "hostile.ipynb", HOSTILE)
     limits = dict(timeout=30, memory_mb=2048, submission_mb=1024)
     alone = []
-    for i in range(2):  # the better of two runs: the first also warms the page cache
+    for i in range(3):  # the median of three runs: CI measured one honest grade alone at 0.51 s and 2.91 s
         grade_batch(lab, [honest], tmp_path / f"alone{i}", jobs=2, quiet=True, limits=Limits(**limits))
         alone.append(_time(tmp_path / f"alone{i}", "honest"))
     out = tmp_path / "beside"
@@ -69,7 +69,10 @@ def test_a_hostile_neighbour_neither_slows_nor_starves_an_honest_submission(tmp_
     mine, theirs = results(out, "honest"), results(out, "hostile")
     assert mine["score"] == results(tmp_path / "alone0", "honest")["score"] > 0
     assert theirs["score"] == 0
-    assert _time(out, "honest") <= 1.5 * min(alone), (_time(out, "honest"), alone)
+    # 1.5x, with 1.5 s of slack for a grade that takes half a second (scheduler noise at that scale);
+    # the starvation this guards against cost 23 s
+    typical = sorted(alone)[1]
+    assert _time(out, "honest") <= max(1.5 * typical, typical + 1.5), (_time(out, "honest"), alone)
     peak = theirs["scaleout"].get("peak_mb")
     assert peak is not None and peak <= 1024 + 8, peak  # the cgroup held the whole submission to its cap
     for uid in range(UID_BASE, UID_BASE + 4 * UIDS_PER_SLOT):
