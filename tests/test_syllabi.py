@@ -35,7 +35,7 @@ def test_big_data_algorithms_follows_table_0_2_exactly():
 
 
 @pytest.mark.parametrize("name, focus, planned", [
-    ("distributed-ml", set(range(10, 22)), set()),
+    ("distributed-ml", set(range(10, 22)) | {38}, set()),
     ("parallel-deep-learning", set(range(15, 27)), set()),
     ("multi-agent-systems", set(range(27, 33)) | {20, 39}, set()),
     ("ai-infrastructure", {8, 9, 18, 23, 24, 25, 26, 33, 34, 35}, set()),
@@ -47,6 +47,12 @@ def test_each_path_covers_the_chapters_the_preface_gives_it_after_part_one(name,
     assert set(range(1, 6)) <= chapters  # the shared Part I trunk
     assert {c for w in path.weeks for c in w.planned} == planned
     assert path.weeks[-1].chapters == (41,) and path.weeks[-1].capstone
+
+
+def test_every_lab_is_some_week_s_lab_in_a_course_path():
+    labs = {p.name for p in (REPO / "labs").iterdir() if p.is_dir() and p.name.startswith("lab")}
+    assigned = {w.lab for path in PATHS.values() for w in path.weeks if w.lab}
+    assert labs - assigned == set()
 
 
 # ---------------------------------------------------------------- each mistake on a small broken copy
