@@ -297,6 +297,20 @@ def _folder_files(folder: Path) -> set[str]:
             if p.is_file() and not {"__pycache__", ".ipynb_checkpoints"} & set(p.relative_to(folder).parts)}
 
 
+ALLOWED_NOISE = Path(__file__).with_name("notebook_noise_allowed.yaml")
+
+
+def unintended_noise(chapter: str, found: list[list[str]]) -> list[tuple[str, str]]:
+    """The stderr lines of a chapter's cells that ``notebook_noise_allowed.yaml`` does not list for it (or for
+    every chapter, under ``all``) as intended: (first line of the cell, the line)."""
+    import yaml
+
+    listed = yaml.safe_load(ALLOWED_NOISE.read_text()) or {}
+    patterns = [re.compile(e["line"]) for key in ("all", chapter) for e in listed.get(key, [])]
+    return [(cell, line) for cell, text in found for line in text.splitlines()
+            if line.strip() and not any(p.search(line) for p in patterns)]
+
+
 def check_smoke_and_nbval(source: Path, tmp_path: Path) -> None:
     """Inject the smoke sizes with papermill, then execute and validate the copy with nbval-lax: one run.
 
@@ -310,15 +324,22 @@ def check_smoke_and_nbval(source: Path, tmp_path: Path) -> None:
     nb.cells.insert(0, nbformat.v4.new_code_cell(f"import os\nos.chdir({str(source.parent)!r})"))
     validated = prepared.with_suffix(".nbval.ipynb")
     nbformat.write(nb, validated)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source.parent), os.environ.get("PYTHONPATH", "")]))
+    noise_file = tmp_path / "noise.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source.parent), str(Path(__file__).parent),
+                                                       os.environ.get("PYTHONPATH", "")]),
+               SCALEOUT_NOISE_OUT=str(noise_file))
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", str(validated), "-q",
-         "--nbval-cell-timeout=240", "-x"],
+        [sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "-p", "nbval_noise",
+         str(validated), "-q", "--nbval-cell-timeout=240", "-x"],
         cwd=source.parent, env=env, capture_output=True, text=True, timeout=280,
     )
     tail = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout[-8000:])
     assert proc.returncode == 0, f"{source.stem}: failed under nbval-lax at smoke size:\n{tail}\n{proc.stderr[-2000:]}"
     assert re.search(r"\d+ passed", proc.stdout)
+    noise = unintended_noise(source.parent.name, json.loads(noise_file.read_text()))
+    assert not noise, (f"{source.stem}: {len(noise)} line(s) of library noise in the cells' stderr (configure the "
+                       f"library's logging or capture it; or list an intended line in {ALLOWED_NOISE.name}):\n"
+                       + "\n".join(f"  [{cell}] {line}" for cell, line in noise[:12]))
     # The instructor edition: every chapter also gives a reveal.js deck (issue 21); tests/test_slides.py
     # renders an executed one, with its figures.
     from scaleoutai.notebooks.slides import render_deck

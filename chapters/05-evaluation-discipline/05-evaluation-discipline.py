@@ -326,7 +326,7 @@ import mlflow
 
 mlflow.set_tracking_uri(URI)
 price = capstone.load_prices().lookup(INSTANCE_TYPE)
-mlflow.set_experiment("ch05-whatif")
+mlflow.set_experiment(experiment_id=capstone.open_experiment("ch05-whatif", URI)[1])  # created once, quietly
 for K, t_step in simulated.items():
     with mlflow.start_run(run_name=f"sim K={K}"):
         mlflow.log_params({"world_size": K, "backend": "sim", "alpha": ALPHA, "beta": BETA, "t1": T1,

@@ -13,8 +13,8 @@ from .prices import Price, PriceTable, load_prices, lookup
 from .report import Report, Row, aggregate, format_table, load_runs, pareto_front, plot_report, report
 from .sweep import SweepResult, Trial, sweep
 from .sweep import summary as sweep_summary
-from .tracking import NullRun, Run, hardware, track, tracking_uri
+from .tracking import NullRun, Run, hardware, open_experiment, track, tracking_uri
 
 __all__ = ["CapstoneError", "Price", "PriceTable", "load_prices", "lookup", "track", "Run", "NullRun",
-           "hardware", "tracking_uri", "sweep", "sweep_summary", "SweepResult", "Trial", "report", "Report", "Row",
+           "hardware", "tracking_uri", "open_experiment", "sweep", "sweep_summary", "SweepResult", "Trial", "report", "Report", "Row",
            "aggregate", "format_table", "load_runs", "pareto_front", "plot_report"]

@@ -1,13 +1,17 @@
 """The one local Spark session of Part II (Chapters 7 and 9), the same for a notebook, a test or a benchmark.
 
-``local[2]`` on this course's 2-core machines, quiet (no console progress bars, no web UI, errors only),
+``local[2]`` on this course's 2-core machines, quiet (no console progress bars, no web UI, errors only, the
+JVM's console in ``jvm_log()``),
 two shuffle partitions (Spark's default of 200 would make 200 tiny tasks per shuffle), UTC for event
 times, Arrow for pandas. PySpark needs a Java runtime, which pip cannot install: without one the error
 says how to get it. Start-up takes seconds, so start one session per notebook and stop it at the end.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 JAVA_HINT = ("PySpark needs Java 17 or newer: run `bash environments/data/install-ci.sh` as root (Debian/Ubuntu), "
@@ -23,6 +27,24 @@ COMPARABLE_PLANS = {
 }
 
 
+def jvm_log() -> Path:
+    """Where this process's Spark JVM writes its console: start-up notes and log4j lines stay out of cells."""
+    return Path(tempfile.gettempdir()) / f"scaleout-spark-jvm-{os.getpid()}.log"
+
+
+def _start_context(app: str, cores: int, settings: dict[str, str]) -> None:
+    """Launch the JVM with its stdout and stderr in ``jvm_log()`` (PySpark's ``popen_kwargs`` hook, meant for
+    this): the JVM prints its module and log4j notes at start-up, below any log level. A Java exception still
+    reaches Python as a Py4JJavaError with its stack trace."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf().setMaster(f"local[{cores}]").setAppName(app).setAll(list(settings.items()))
+    with open(jvm_log(), "ab") as log:  # the JVM keeps its own copy of the descriptor
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+    SparkContext(conf=conf, gateway=gateway)
+
+
 def have_java() -> bool:
     return shutil.which("java") is not None
 
@@ -34,9 +56,9 @@ def local_spark(app: str, conf: dict[str, str] | None = None, cores: int = 2) ->
     if not have_java():
         raise RuntimeError(JAVA_HINT)
     import logging
-    import os
     import warnings
 
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     logging.getLogger("py4j").setLevel(logging.ERROR)
@@ -48,6 +70,8 @@ def local_spark(app: str, conf: dict[str, str] | None = None, cores: int = 2) ->
     builder = SparkSession.builder.master(f"local[{cores}]").appName(app)
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if SparkContext._gateway is None:  # the first session of this process launches the JVM
+        _start_context(app, cores, settings)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -18,9 +18,10 @@ from .alphabeta import (COLLECTIVES, AlphaBetaFit, collective_bytes_per_rank, co
 from .models import (amdahl_speedup, efficiency, expected_max_normal, gustafson_speedup, karp_flatt, ridge_point,
                      roofline, run_cost, scaling_table, speedup, straggler_step_time)
 from .plots import plot_roofline, plot_scaling
+from .native import native_stderr
 from .timing import Timing, measure
 
 __all__ = ["speedup", "efficiency", "amdahl_speedup", "gustafson_speedup", "karp_flatt", "straggler_step_time",
            "expected_max_normal", "COLLECTIVES", "collective_time", "collective_bytes_per_rank", "crossover_bytes",
            "AlphaBetaFit", "fit_alpha_beta", "roofline", "ridge_point", "plot_roofline", "Timing", "measure",
-           "scaling_table", "plot_scaling", "run_cost"]
+           "scaling_table", "plot_scaling", "run_cost", "native_stderr"]

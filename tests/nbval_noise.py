@@ -1,0 +1,35 @@
+"""A pytest plugin for the nbval run of a chapter: it keeps what each cell wrote to stderr (warnings, library
+logs, progress bars of libraries; ipykernel forwards C and JVM output there too) and writes it as JSON to the
+file named by ``SCALEOUT_NOISE_OUT``, one ``[first line of the cell, text]`` pair per stderr stream (issue 33,
+item 6).
+
+Loaded by ``tests/test_notebooks.py`` with ``-p nbval_noise``; nbval's cell items keep their outputs in
+``test_outputs``, so nothing runs twice."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+_FOUND: list[tuple[str, str]] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield
+    outs = getattr(item, "test_outputs", None) or []
+    source = str(getattr(getattr(item, "cell", None), "source", ""))
+    first = next((ln for ln in source.splitlines() if ln.strip() and not ln.startswith("#")), "")
+    for out in outs:
+        if out.get("output_type") == "stream" and out.get("name") == "stderr":
+            _FOUND.append((first[:120], "".join(out.get("text", ""))))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    target = os.environ.get("SCALEOUT_NOISE_OUT")
+    if target:
+        tmp = Path(target).with_suffix(".tmp")
+        tmp.write_text(json.dumps(_FOUND))
+        tmp.replace(target)
