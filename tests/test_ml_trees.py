@@ -54,7 +54,7 @@ def exact_best_split(X, g, h, lam):
         v = np.unique(X[:, f])
         for t in (v[:-1] + v[1:]) / 2:
             L = X[:, f] <= t
-            gain = g[L].sum() ** 2 / (h[L].sum() + lam) + g[~L].sum() ** 2 / (h[~L].sum() + lam) - G ** 2 / (H + lam)
+            gain = 0.5 * (g[L].sum() ** 2 / (h[L].sum() + lam) + g[~L].sum() ** 2 / (h[~L].sum() + lam) - G ** 2 / (H + lam))
             if gain > best[0]:
                 best = (gain, f, t)
     return best
@@ -226,7 +226,8 @@ def test_lightgbm_data_parallel_on_two_processes_agrees_with_our_histogram_split
     assert root["split_feature"] == root1["split_feature"] == ours["trees"][0]["feature"][0]
     assert root["threshold"] == pytest.approx(ours["trees"][0]["threshold"][0], abs=1e-9)
     assert root1["threshold"] == pytest.approx(ours["trees"][0]["threshold"][0], abs=1e-9)
-    assert root["split_gain"] == pytest.approx(ours["trees"][0]["gain"][0], rel=1e-5)  # LightGBM stores float32
+    # LightGBM reports the bracket of eq. 7 without its 1/2 (and stores float32)
+    assert root["split_gain"] == pytest.approx(2 * ours["trees"][0]["gain"][0], rel=1e-5)
     parallel = lgb.Booster(model_str=models[0]).predict(X)
     np.testing.assert_allclose(parallel, single.predict(X), atol=1e-9)
     np.testing.assert_allclose(tr.predict(ours, X), parallel, atol=1e-5)  # the whole booster, not only the root

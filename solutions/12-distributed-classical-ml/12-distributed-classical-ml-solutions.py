@@ -358,3 +358,138 @@ kpp_inertia = inertia(one)
 forgy = inertia(init)
 print(f"inertia of the k-means++ start {kpp_inertia:.0f} against a random start {forgy:.0f}")
 assert kpp_inertia < forgy
+
+# %% [markdown]
+# ## Exercise 6 (coding): loss-only line-search trials
+#
+# **Count.** Let an iteration take $T$ trials. `train_lbfgs` all-reduces $d + 1$ numbers per trial:
+# $T$ rounds, $T(d + 1)$ numbers. The variant sends one number per trial and then the gradient:
+# $T + 1$ rounds, $T + d$ numbers. The difference in numbers is $T(d+1) - (T + d) = d(T - 1)$, in rounds
+# one. With the ring's $2(K-1)(\alpha + \frac{m}{K} 8\beta)$ per all-reduce, the variant wins only when
+# $d(T - 1)\frac{8\beta}{K} > \alpha$, i.e. $d > K\alpha / (8\beta (T - 1))$. When the unit step is accepted
+# ($T = 1$, almost every L-BFGS iteration near the optimum) the variant **never** wins: it pays one more
+# latency for nothing. It helps only for large $d$ *and* frequent backtracking (early iterations, badly
+# scaled problems). The run below confirms it: the same weights, more rounds for the variant.
+
+# %%
+from scaleoutai.ml import glm  # noqa: E402
+
+GLM_N, D, GLM_LAM = 2_000, 8, 1e-3
+rng = np.random.default_rng(SEED)
+Xg = 0.2 + rng.standard_normal((GLM_N, D))
+coin, w_gen = rng.random(GLM_N), rng.standard_normal(D)  # labels drawn from a logistic model
+yg = np.where(coin < 1 / (1 + np.exp(-(Xg @ w_gen))), 1.0, -1.0)
+w_ref = glm.reference_glm(Xg, yg, GLM_LAM)
+f_star = glm.objective(Xg, yg, w_ref, GLM_LAM)
+
+
+def lbfgs_loss_only(comm, X, y, lam, m=10, iters=100, tol=1e-10):
+    """train_lbfgs whose line-search trials all-reduce the loss only; the gradient follows acceptance."""
+    n = float(ring_allreduce(comm, np.array([len(y)], dtype=float))[0])
+    rounds = [1]
+
+    def loss(w):
+        rounds[0] += 1
+        return ring_allreduce(comm, glm.logistic_sums(X, y, w)[:1])[0] / n + lam / 2 * w @ w
+
+    def grad(w):
+        rounds[0] += 1
+        return ring_allreduce(comm, glm.logistic_sums(X, y, w)[1:]) / n + lam * w
+
+    w = np.zeros(X.shape[1])
+    f, g = loss(w), grad(w)
+    S, Y, trials = [], [], []
+    for _ in range(iters):
+        if np.abs(g).max() <= tol:
+            break
+        p, t, slack = glm.two_loop(g, S, Y), 1.0, 8 * np.finfo(float).eps * abs(f)
+        for k in range(1, 41):
+            f_new = loss(w + t * p)
+            if f_new <= f + 1e-4 * t * (g @ p) + slack:
+                break
+            t /= 2
+        trials.append(k)
+        w_new = w + t * p
+        g_new = grad(w_new)
+        S, Y = (S + [w_new - w])[-m:], (Y + [g_new - g])[-m:]
+        w, f, g = w_new, f_new, g_new
+    return w, rounds[0] - 1, trials  # rounds after the row count
+
+
+K = 8
+base = cluster.run(on_shard, K, args=(glm.train_lbfgs, Xg, yg, GLM_LAM), timeout=120)
+var = cluster.run(on_shard, K, args=(lbfgs_loss_only, Xg, yg, GLM_LAM), timeout=120)
+w_var, rounds_var, trials = var.values[0]
+np.testing.assert_allclose(w_var, base.values[0]["w"], rtol=1e-6, atol=1e-9)
+rounds_base = int(base.values[0]["rounds"][-1])
+print(f"trials per iteration {trials}; rounds: gradient with every trial {rounds_base}, loss-only trials "
+      f"{rounds_var}; bytes of rank 0: {base.stats[0].bytes_sent} vs {var.stats[0].bytes_sent} (with T = 1 both "
+      f"send d + 1 numbers per iteration)")
+assert rounds_var > rounds_base  # unit steps accepted: the extra gradient round is pure latency
+T = max(trials)
+print(f"break-even d for T = {T} trials at K = {K}: d > K alpha / (8 beta (T - 1)) = "
+      f"{K * ALPHA / (8 * BETA * (T - 1)) if T > 1 else float('inf'):.0f}")
+
+# %% [markdown]
+# ## Exercise 7 (analysis): choosing ADMM's $\rho$, with IID and label-sorted shards
+#
+# **What to expect.** The x-update pulls each $x_k$ towards $z - u_k$ with weight $\rho$: a small $\rho$
+# lets the local models drift to their own shard's optimum (many rounds to agree), a large $\rho$
+# makes every step tiny (many rounds to move). With label-sorted shards the local optima are far apart
+# (a shard of negatives alone wants $w \to$ "always negative"), so the drift costs more: the small values
+# of $\rho$ need clearly more rounds than on IID shards, while around the best $\rho$ the two layouts
+# are close (measured below). **Residual balancing** (Boyd et al., Section 3.4.1) multiplies $\rho$ by $\tau = 2$
+# when $r > \mu s$ and divides it when $s > \mu r$ ($\mu = 10$), rescaling the scaled dual $u$ by
+# $\rho_{\text{old}}/\rho_{\text{new}}$ so the unscaled dual $\rho u$ is unchanged. It needs no extra
+# message: $r$ already rides in the all-reduce (one iteration late) and $s$ is local. The table below
+# measures rounds to $10^{-10} f^\star$ for a sweep of fixed $\rho$ and for balancing started from the
+# worst fixed value.
+
+# %%
+def admm_balanced(comm, X, y, lam, rho=1.0, iters=150, mu=10.0, tau=2.0):
+    """Consensus ADMM of glm.train_admm with residual balancing of rho; returns the z of every iteration."""
+    Kc, d = comm.size, X.shape[1]
+    n = float(ring_allreduce(comm, np.array([len(y)], dtype=float))[0])
+    x, u, z, prev_r2, zs, r = np.zeros(d), np.zeros(d), np.zeros(d), 0.0, [], np.inf
+    for t in range(iters):
+        x, _ = glm._local_x(X, y, n, z - u, rho, x)
+        tot = ring_allreduce(comm, np.append(x + u, prev_r2))  # sum of x_k + u_k, and last iteration's r^2
+        r = np.sqrt(tot[d]) if t > 0 else np.inf
+        z_old, z = z, rho * tot[:d] / (lam + Kc * rho)
+        u = u + x - z
+        prev_r2 = float((x - z) @ (x - z))
+        dual = rho * np.sqrt(Kc) * np.linalg.norm(z - z_old)
+        new = rho * tau if r > mu * dual else rho / tau if dual > mu * r else rho
+        u, rho = u * rho / new, new
+        zs.append(z)
+    return np.array(zs)
+
+
+def rounds_to_target(zs):
+    """All-reduce rounds until f(z) - f* <= 1e-10 f* (the row order does not change f); None: not reached."""
+    hit = np.flatnonzero(np.array([glm.objective(Xg, yg, z, GLM_LAM) for z in zs]) - f_star <= 1e-10 * f_star)
+    return int(hit[0]) + 1 if len(hit) else None
+
+
+order = np.argsort(yg, kind="stable")
+layouts = {"IID shards": (Xg, yg), "sorted by label": (Xg[order], yg[order])}
+rhos = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3]
+table = {}
+for name, (Xl, yl) in layouts.items():
+    row = []
+    for rho in rhos:
+        zs = cluster.run(on_shard, 4, args=(glm.train_admm, Xl, yl, GLM_LAM), kwargs=dict(rho=rho, iters=150),
+                         timeout=120).values[0]["z_history"]
+        row.append(rounds_to_target(zs))
+    worst = rhos[int(np.argmax([r if r is not None else 10**6 for r in row]))]
+    bal = cluster.run(on_shard, 4, args=(admm_balanced, Xl, yl, GLM_LAM), kwargs=dict(rho=worst, iters=150),
+                      timeout=120).values[0]
+    table[name] = (row, worst, rounds_to_target(bal))
+print(f"{'':>16}" + "".join(f"{'rho=' + format(r, 'g'):>11}" for r in rhos) + f"{'balanced':>22}")
+for name, (row, worst, bal) in table.items():
+    print(f"{name:>16}" + "".join(f"{str(r):>11}" for r in row) + f"{str(bal) + ' (from ' + format(worst, 'g') + ')':>22}")
+for name, (row, worst, bal) in table.items():
+    at_worst = row[rhos.index(worst)]
+    assert bal is not None and (at_worst is None or bal < at_worst), name  # balancing rescues the worst start
+iid, srt = table["IID shards"][0], table["sorted by label"][0]
+assert all(s_ > i_ for s_, i_ in zip(srt[1:3], iid[1:3]))  # rho = 0.003, 0.01: sorted shards need more rounds

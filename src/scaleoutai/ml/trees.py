@@ -5,12 +5,16 @@ x <= e_b). Bin edges come from an ALL-GATHERED SAMPLE: each rank contributes up 
 ranks compute the same edges from the same gathered rows (with ``sample`` >= every shard, the sample is
 the whole data and the edges are ``quantile_edges(X)``). Then, per tree level, every rank sums the
 gradients g and hessians h of its rows into a (nodes, features, bins, 2) histogram and ONE all-reduce
-gives every rank the whole data's histograms. The split of a node maximises the XGBoost/LightGBM gain
+gives every rank the whole data's histograms. The split of a node maximises Chen and Guestrin's gain
+(XGBoost, KDD 2016, eq. 7)
 
-    G_L^2 / (H_L + lambda) + G_R^2 / (H_R + lambda) - G^2 / (H + lambda)
+    1/2 [G_L^2 / (H_L + lambda) + G_R^2 / (H_R + lambda) - G^2 / (H + lambda)] - gamma
 
-over (feature, bin), ties to the lowest feature then the lowest bin. Bytes per level: nodes * features *
-bins * 2 numbers, independent of n.
+over (feature, bin), ties to the lowest feature then the lowest bin, and a node splits only when that
+gain is > 0 (gamma is the price of a leaf). The 1/2 is a positive factor: with gamma = 0 the split chosen
+and the pruning are those of the bracket alone; gamma changes which nodes split. LightGBM's ``split_gain``
+reports the bracket without the 1/2 (Chapter 12, Section 5). Bytes per level: nodes * features * bins *
+2 numbers, independent of n.
 """
 from __future__ import annotations
 
@@ -76,19 +80,24 @@ def histograms(binned: np.ndarray, g: np.ndarray, h: np.ndarray, node: np.ndarra
     return np.stack([G, H], axis=-1).astype(np.float64).reshape(n_nodes, d, bins, 2)  # empty shard: int64
 
 
-def split_gains(hist: np.ndarray, lam: float = 1.0, min_child_weight: float = 1e-3) -> np.ndarray:
-    """Gain of every split (node, feature, bin b: left holds bins <= b), -inf where a child is too light."""
+def split_gains(hist: np.ndarray, lam: float = 1.0, min_child_weight: float = 1e-3, gamma: float = 0.0
+                ) -> np.ndarray:
+    """Gain of every split (node, feature, bin b: left holds bins <= b), -inf where a child is too light.
+
+    Chen and Guestrin (KDD 2016) eq. 7: 1/2 [G_L^2/(H_L+lam) + G_R^2/(H_R+lam) - G^2/(H+lam)] - gamma.
+    """
     c = hist.cumsum(axis=2)
     GL, HL = c[:, :, :-1, 0], c[:, :, :-1, 1]
     G, H = c[:, :, -1:, 0], c[:, :, -1:, 1]
     GR, HR = G - GL, H - HL
-    gain = GL ** 2 / (HL + lam) + GR ** 2 / (HR + lam) - G ** 2 / (H + lam)
+    gain = 0.5 * (GL ** 2 / (HL + lam) + GR ** 2 / (HR + lam) - G ** 2 / (H + lam)) - gamma
     return np.where((HL < min_child_weight) | (HR < min_child_weight), -np.inf, gain)
 
 
-def best_split(hist: np.ndarray, lam: float = 1.0, min_child_weight: float = 1e-3) -> list[tuple[float, int, int]]:
+def best_split(hist: np.ndarray, lam: float = 1.0, min_child_weight: float = 1e-3, gamma: float = 0.0
+               ) -> list[tuple[float, int, int]]:
     """(gain, feature, bin) per node: the first maximum in (feature, bin) order."""
-    gains = split_gains(hist, lam, min_child_weight)
+    gains = split_gains(hist, lam, min_child_weight, gamma)
     flat = gains.reshape(len(gains), -1)
     best = flat.argmax(axis=1)
     nb = gains.shape[2]
@@ -96,8 +105,9 @@ def best_split(hist: np.ndarray, lam: float = 1.0, min_child_weight: float = 1e-
 
 
 def _grow(binned: np.ndarray, g: np.ndarray, h: np.ndarray, edges: np.ndarray, reduce: Callable[[np.ndarray], np.ndarray],
-          depth: int, lam: float, lr: float, min_child_weight: float) -> dict[str, np.ndarray]:
-    """Depth-wise growth: one reduced histogram per level; leaf value -lr G / (H + lambda)."""
+          depth: int, lam: float, lr: float, min_child_weight: float, gamma: float = 0.0) -> dict[str, np.ndarray]:
+    """Depth-wise growth: one reduced histogram per level; a node splits when its eq. 7 gain is > 0; leaf
+    value -lr G / (H + lambda) (the optimal weight of Chen and Guestrin's eq. 5, shrunk by lr)."""
     bins = edges.shape[1] + 1
     feature, threshold, split_bin, left, right, value, gain = [-1], [np.inf], [-1], [-1], [-1], [0.0], [0.0]
     node = np.zeros(len(g), dtype=np.int64)  # the row's node among this level's nodes; -1: in a leaf
@@ -107,7 +117,7 @@ def _grow(binned: np.ndarray, g: np.ndarray, h: np.ndarray, edges: np.ndarray, r
         hist = reduce(histograms(binned, g, h, node, len(level), bins))
         nxt: list[int] = []
         new_node = np.full(len(g), -1, dtype=np.int64)
-        for j, (gn, f, b) in enumerate(best_split(hist, lam, min_child_weight)):
+        for j, (gn, f, b) in enumerate(best_split(hist, lam, min_child_weight, gamma)):
             tid = level[j]
             c = hist[j, f].cumsum(axis=0)
             totals.setdefault(tid, (c[-1, 0], c[-1, 1]))
@@ -168,7 +178,8 @@ def _check(X: Any, y: Any, loss: str, depth: int, lam: float, lr: float) -> tupl
 
 
 def _boost(X: np.ndarray, y: np.ndarray, edges: np.ndarray, reduce: Callable[[np.ndarray], np.ndarray],
-           rounds: int, depth: int, lam: float, lr: float, loss: str, min_child_weight: float) -> dict[str, Any]:
+           rounds: int, depth: int, lam: float, lr: float, loss: str, min_child_weight: float,
+           gamma: float = 0.0) -> dict[str, Any]:
     binned = bin_data(X, edges)
     s = reduce(np.array([y.sum(), float(len(y))]))
     if s[1] == 0:
@@ -179,7 +190,7 @@ def _boost(X: np.ndarray, y: np.ndarray, edges: np.ndarray, reduce: Callable[[np
     trees = []
     for _ in range(int(rounds)):
         g, h = _gradients(loss, y, raw)
-        tree = _grow(binned, g, h, edges, reduce, depth, lam, lr, min_child_weight)
+        tree = _grow(binned, g, h, edges, reduce, depth, lam, lr, min_child_weight, gamma)
         raw = raw + predict_tree(tree, binned, binned=True)
         trees.append(tree)
     return {"base": base, "trees": trees, "edges": edges, "loss": loss}
@@ -188,7 +199,7 @@ def _boost(X: np.ndarray, y: np.ndarray, edges: np.ndarray, reduce: Callable[[np
 def train_booster(comm: Comm, X_shard: np.ndarray, y_shard: np.ndarray, rounds: int = 5, depth: int = 3,
                   bins: int = 32, lam: float = 1.0, lr: float = 0.3, loss: str = "squared",
                   min_child_weight: float = 1e-3, edges: np.ndarray | None = None, sample: int = 2048,
-                  seed: int = 0, row_seconds: float = 0.0) -> dict[str, Any]:
+                  seed: int = 0, row_seconds: float = 0.0, gamma: float = 0.0) -> dict[str, Any]:
     """Per rank: gradient boosting with histograms summed by one ring all-reduce per tree level.
 
     Equal to ``reference_booster`` with the same edges (given, or from ``bin_edges``): same splits,
@@ -202,16 +213,17 @@ def train_booster(comm: Comm, X_shard: np.ndarray, y_shard: np.ndarray, rounds: 
         comm.compute(row_seconds * X.shape[0] * X.shape[1] if a.ndim > 1 else 0.0)
         return ring_allreduce(comm, a)
 
-    return _boost(X, y, np.asarray(edges, dtype=np.float64), reduce, rounds, depth, lam, lr, loss, min_child_weight)
+    return _boost(X, y, np.asarray(edges, dtype=np.float64), reduce, rounds, depth, lam, lr, loss, min_child_weight,
+                  gamma)
 
 
 def reference_booster(X: np.ndarray, y: np.ndarray, rounds: int = 5, depth: int = 3, bins: int = 32,
                       lam: float = 1.0, lr: float = 0.3, loss: str = "squared", min_child_weight: float = 1e-3,
-                      edges: np.ndarray | None = None) -> dict[str, Any]:
+                      edges: np.ndarray | None = None, gamma: float = 0.0) -> dict[str, Any]:
     """The same booster on one machine; edges default to ``quantile_edges(X, bins)`` (the whole data)."""
     X, y = _check(X, y, loss, depth, lam, lr)
     edges = quantile_edges(X, bins) if edges is None else np.asarray(edges, dtype=np.float64)
-    return _boost(X, y, edges, lambda a: a, rounds, depth, lam, lr, loss, min_child_weight)
+    return _boost(X, y, edges, lambda a: a, rounds, depth, lam, lr, loss, min_child_weight, gamma)
 
 
 def predict(model: dict[str, Any], X: np.ndarray) -> np.ndarray:
