@@ -12,13 +12,14 @@ pyswarms, LangGraph) run beside these in the chapters and the tests.
     mas            Ch29  alternating-offers negotiation, first-price, second-price and VCG auctions, consensus
                          among agents with crashes
     marl           Ch30  independent Q-learners, a centralised critic with decentralised actors, self-play
-    swarm          Ch31  boids, particle swarm optimisation with sub-swarms on ranks, average consensus on graphs
+    swarm          Ch31  boids, particle swarm optimisation with sub-swarms on ranks, average consensus on graphs,
+                         MAX-MIN ant colonies on ranks for the TSP with Held-Karp as the exact reference
     orchestration  Ch32  planner and worker agents over a task graph: tool calls, retries with idempotency keys,
                          timeouts, checkpoint and resume
 
 Each chapter's module names its companions (split to keep files small): ``dai_csp``, ``dai_rounds``,
 ``dai_blackboard`` and ``dai_ray`` (Ch27); ``equilibria`` and ``cfr`` (Ch28); ``auctions`` (Ch29);
 ``marl_iql``, ``marl_coma``, ``marl_critic``, ``marl_protocol``, ``marl_envs`` (re-exporting ``marl_games`` and
-``marl_pettingzoo``) and ``marl_selfplay`` (Ch30); ``swarm_pso`` and ``swarm_consensus`` (Ch31);
+``marl_pettingzoo``) and ``marl_selfplay`` (Ch30); ``swarm_pso``, ``swarm_consensus``, ``swarm_aco`` and ``tsp`` (Ch31);
 ``orchestration_plan``, ``orchestration_tools`` and ``orchestration_langgraph`` (Ch32).
 """

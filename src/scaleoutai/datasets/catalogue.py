@@ -179,6 +179,7 @@ INSTANCES: tuple[Instance, ...] = (
     Instance("scaleoutai.agents.marl_envs.SignalGame", "a speaker-listener signalling game", (30,)),
     Instance("scaleoutai.agents.marl_envs.PredatorPrey", "predators chasing prey on a grid", (30,)),
     Instance("scaleoutai.agents.swarm.random_flock", "boids' initial positions and velocities", (31,)),
+    Instance("scaleoutai.agents.tsp.euclidean_instance", "random Euclidean TSP cities and their distance matrix", (31,)),
     Instance("scaleoutai.agents.orchestration_plan.random_plan", "a random task graph (DAG) of tool calls", (32,)),
 )
 
