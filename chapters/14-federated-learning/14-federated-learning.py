@@ -20,9 +20,10 @@
 # its own examples for a while, and the server averages what comes back, weighted by how many
 # examples each client holds. This chapter builds FedAvg and FedProx on the communicator, measures
 # what label skew across clients does to them, replaces the server by gossip between neighbours,
-# adds differential privacy to the client's gradient with an accountant that agrees with Opacus,
-# and hides each client's update from the server with pairwise masks that still sum exactly when
-# clients drop out.
+# adds differential privacy twice (per example with DP-SGD, then per client with DP-FedAvg, with one
+# accountant that agrees with Opacus), and hides each client's update from the server with double
+# masks whose seeds are Shamir-shared, so that the sum stays exact when clients drop out, even
+# during the recovery itself.
 #
 # **Prerequisites:** Chapter 10 (Distributed optimization: synchronous and local SGD, the averaging
 # of models), Chapter 11 (Parameter servers: a server that owns the model and clients that push to it),
@@ -39,8 +40,12 @@ P_DROP = 0.3
 KS = [1, 2, 3, 5, 8, 12]  # smoke: [1, 2, 3, 5, 8]
 GOSSIP_KS = [16, 36, 64]  # smoke: [16, 36]
 GOSSIP_STEPS = 80  # smoke: 40
-DP_STEPS = 600  # smoke: 150
+DP_STEPS = 600  # smoke: 100
 SIGMAS = [0.7, 1.0, 2.0]
+DP_CLIENTS = [50, 200]
+DP_ROUNDS = 40  # smoke: 15
+Q_CLIENTS = 0.1
+CLIENT_SIGMAS = [0.5, 1.0, 2.0, 4.0]
 RAY_CLIENTS = 4  # smoke: 2
 SEED = 0
 
@@ -50,7 +55,9 @@ SEED = 0
 # concentrations $\alpha_{\mathrm{Dir}}$ (large: every client sees every class; small: each sees a
 # few), `MU` the FedProx coefficient $\mu$, `P_DROP` the chance that a client fails to report in a
 # round, `KS` the world sizes of the checks, `GOSSIP_KS` the graph sizes for gossip, `DP_STEPS` the
-# DP-SGD steps and `SIGMAS` its noise multipliers $\sigma$.
+# DP-SGD steps and `SIGMAS` its noise multipliers $\sigma$; `DP_CLIENTS` are the federations of
+# DP-FedAvg, which runs `DP_ROUNDS` rounds sampling each client with probability `Q_CLIENTS` under the
+# noise multipliers `CLIENT_SIGMAS`.
 #
 # ## 1. Motivation: which ceiling binds
 #
@@ -66,10 +73,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from scaleoutai import capstone, cluster, collectives, datasets, nn, perf
+from scaleoutai.ml import dp_fedavg as dp
 from scaleoutai.ml import federated as fd
 from scaleoutai.ml import gossip as gs
 from scaleoutai.ml import privacy as pv
 from scaleoutai.ml import secure_agg as sa
+from scaleoutai.ml import shamir as sh
 
 phones, data_per_phone, model_params = 1e9, 1e9, 5e6  # a billion phones with 1 GB each; a 5 M-parameter model
 print(f"all the data:          {phones * data_per_phone / 1e18:.1f} EB")
@@ -108,8 +117,11 @@ print(f"alpha_Dir = {min(DIRICHLET):g}: client sizes from {min(sizes)} to {max(s
 # **FedProx** (Li et al. 2020) adds $\frac{\mu}{2}\lVert v - w_t\rVert^2$ to each client's loss, so
 # local steps are pulled back towards the global model and drift less. **Gossip** removes the server:
 # each node averages with its neighbours through a doubly stochastic matrix $W$. **DP-SGD** bounds
-# what one example can change by clipping its gradient and hides it with Gaussian noise. **Secure
-# aggregation** lets the server learn the sum of the updates and nothing else.
+# what one example can change by clipping its gradient and hides it with Gaussian noise: a guarantee
+# per example, for a trainer that holds the pooled data. **DP-FedAvg** does the same per client:
+# each client's whole model update is clipped, the noise is added to the sum, and the guarantee
+# covers everything one client contributed. **Secure aggregation** lets the server learn the sum of
+# the updates and nothing else, even when clients drop out of the protocol.
 #
 # ## 3. The distribution and communication pattern
 #
@@ -259,7 +271,7 @@ show(pv.clip_per_example, pv.dp_sgd_gradient, pv.rdp_step)
 DELTA = 1e-5
 X_dp, y_dp = X, y
 q = 64 / len(X_dp)  # expected batch of 64
-steps_grid = np.unique(np.geomspace(10, 10 * DP_STEPS, 12).astype(int))
+steps_grid = np.unique(np.geomspace(10, 10 * DP_STEPS, 8).astype(int))
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
 for s in SIGMAS:
     axes[0].plot(steps_grid, [pv.epsilon(q, s, T, DELTA) for T in steps_grid], "o-", ms=3, label=f"sigma = {s:g}")
@@ -282,12 +294,127 @@ print("(epsilon, accuracy):", [(round(e, 2), round(a, 3)) for e, a in points])
 assert points[0][0] > points[-1][0] and acc_of(clean) >= points[-1][1] - 0.01
 
 # %% [markdown]
-# **Secure aggregation.** Each pair of clients shares a seed; the lower rank adds the seed's
-# pseudorandom mask, the higher subtracts it, so the masks cancel in the sum. Values are fixed point
-# in $\mathbb{Z}_{2^{32}}$ (16 fractional bits), so the cancellation and the sum are exact.
+# That is **central** DP: one trainer holds every example of the pooled data and protects each one.
+# It says nothing about a client that holds hundreds of examples, and a federation's server never
+# holds the examples at all.
+#
+# **Client-level DP: DP-FedAvg** (McMahan et al. 2018). The unit to protect is the client, with all
+# its data. In round $t$ each of the $N$ clients is sampled independently with probability $q$; each
+# sampled client $k \in S_t$ trains from $w_t$ as in FedAvg and clips its model delta
+# $\Delta_k = w_t^k - w_t$ to norm $C$ before it leaves; the server adds the noise once, to the sum,
+# and divides by the expected number of clients $qN$, a fixed denominator (one that counted the
+# clients who took part would itself depend on who took part):
+#
+# $$w_{t+1} = w_t + \frac{1}{qN}\Big(\sum_{k \in S_t} \Delta_k \min\big(1, \tfrac{C}{\lVert \Delta_k\rVert}\big)
+#   + \mathcal{N}(0, \sigma^2 C^2 I)\Big).$$
+#
+# The invariant: adding or removing one client moves the sum by at most $C$, whatever its data. Each
+# round is then the subsampled Gaussian mechanism of a DP-SGD step with clients in place of examples,
+# so the same accountant gives each client's $(\varepsilon, \delta)$, with $q$ the client sampling
+# rate and the rounds as steps.
 
 # %%
-show(sa.secure_aggregate)
+show(dp.train_dp_fedavg, dp.clip_update, dp.noisy_sum_update)
+
+# %% [markdown]
+# The checks: with $q = 1$, $C = \infty$ and $\sigma = 0$ a round is FedAvg with equal client weights
+# and the denominator $N$, bit for bit; the communicator version equals the one-machine definition,
+# noise included, for every $K$; and a client with an enormous update moves the aggregate by at most
+# $C/(qN)$. Then the trade-off: test accuracy against each client's $\varepsilon$ for federations of
+# `DP_CLIENTS` clients drawn from the same data (a softmax regression, as for DP-SGD).
+
+# %%
+dp_opts = dict(epochs=1, lr=0.5, batch_size=32, seed=SEED)
+w_eq = w0.copy()
+for t in range(2):  # FedAvg, every client weighted 1, the fixed denominator N = len(few)
+    deltas = [fd.client_update(w_eq, like, *few[k], 1, 0.5, 32, [SEED, t, k, 3]) - w_eq for k in range(len(few))]
+    w_eq = w_eq + sum(deltas, np.zeros(P)) / len(few)
+got, _, _ = dp.run_dp_fedavg(w0, like, few, 4, rounds=2, q=1.0, C=np.inf, sigma=0.0, **dp_opts)
+assert np.array_equal(got, w_eq)
+feds = {n: [(X[p], y[p]) for p in fd.dirichlet_split(y, n, iid, seed=SEED + 2)] for n in DP_CLIENTS}
+N_big, C_CLIENT, w_small = max(DP_CLIENTS), 0.5, nn.flatten(small)
+want, _ = dp.reference_dp_fedavg(w_small, small, feds[N_big], 2, q=Q_CLIENTS, C=C_CLIENT, sigma=1.0, **dp_opts)
+for K in (1, 3, 6):
+    got, _, _ = dp.run_dp_fedavg(w_small, small, feds[N_big], K, rounds=2, q=Q_CLIENTS, C=C_CLIENT, sigma=1.0,
+                                 **dp_opts)
+    assert np.array_equal(got, want), K
+N_few = min(DP_CLIENTS)
+(Xh, yh), rest = feds[N_few][0], feds[N_few][1:]
+one = dict(q=1.0, C=C_CLIENT, sigma=0.0, **dp_opts)  # every client, no noise: the clip alone bounds client 0
+moved = (dp.reference_dp_fedavg(w_small, small, [(Xh * 1e4, yh)] + rest, 1, **one)[0]
+         - dp.reference_dp_fedavg(w_small, small, [(Xh[:0], yh[:0])] + rest, 1, **one)[0])
+assert np.linalg.norm(moved) <= C_CLIENT / N_few * (1 + 1e-9)
+print(f"q = 1, C = inf, sigma = 0: FedAvg with the fixed denominator, bit for bit; K in (1, 3, 6) equal the "
+      f"reference; a client with 1e4-times inputs moved the model by {np.linalg.norm(moved):.5f} <= C/(qN) = "
+      f"{C_CLIENT / N_few:.5f}")
+
+t0 = time.perf_counter()
+fig, ax = plt.subplots(figsize=(7, 4))
+client_acc, eps_of = {}, {s: pv.epsilon(Q_CLIENTS, s, DP_ROUNDS, DELTA) for s in CLIENT_SIGMAS}
+for n in DP_CLIENTS:
+    clean, _ = dp.reference_dp_fedavg(w_small, small, feds[n], DP_ROUNDS, q=Q_CLIENTS, C=C_CLIENT, sigma=0.0,
+                                      **dp_opts)
+    pts = []
+    for s in CLIENT_SIGMAS:
+        w_dp, _ = dp.reference_dp_fedavg(w_small, small, feds[n], DP_ROUNDS, q=Q_CLIENTS, C=C_CLIENT, sigma=s,
+                                         **dp_opts)
+        pts.append((eps_of[s], fd.accuracy(w_dp, small, X_test, y_test)))
+    client_acc[n] = pts
+    line, = ax.plot(*zip(*pts), "o-", label=f"N = {n} clients, qN = {Q_CLIENTS * n:g}")
+    ax.axhline(fd.accuracy(clean, small, X_test, y_test), color=line.get_color(), ls="--", lw=0.8)
+ax.set(xscale="log", xlabel="epsilon per client", ylabel="test accuracy",
+       title=f"DP-FedAvg, {DP_ROUNDS} rounds, q = {Q_CLIENTS:g}, C = {C_CLIENT:g} (dashed: sigma = 0)")
+ax.legend()
+plt.show()
+for n, pts in client_acc.items():
+    print(f"N = {n:>3}: (epsilon, accuracy) {[(round(e, 2), round(a, 3)) for e, a in pts]}")
+print(f"({time.perf_counter() - t0:.1f} s)")
+eps_c = [e for e, _ in client_acc[N_big]]
+assert all(a > b for a, b in zip(eps_c, eps_c[1:]))  # more noise, smaller epsilon
+small_fed, big_fed = client_acc[min(DP_CLIENTS)], client_acc[N_big]
+assert all(big_fed[i][1] > small_fed[i][1] + 0.05 for i, s in enumerate(CLIENT_SIGMAS) if s >= 2)
+
+# %% [markdown]
+# At the same $\varepsilon$ the larger federation is far more accurate: the noise on the average has
+# standard deviation $\sigma C / (qN)$ per coordinate, while each client's clipped signal stays of
+# order $C$, so more clients per round buy privacy with computation rather than accuracy, the
+# observation that made DP-FedAvg practical for keyboards with millions of users.
+#
+# **Secure aggregation** (Bonawitz et al. 2017). DP-FedAvg's server still sees each clipped delta.
+# With secure aggregation it sees only their sum. Values are fixed point in $\mathbb{Z}_{2^{32}}$
+# (16 fractional bits), so every cancellation below is exact. Client $i$ holds a seed $s_{ij}$ shared
+# with each other client $j$ and a self-mask seed $b_i$ of its own, and sends
+#
+# $$y_i = \mathrm{enc}(x_i) + \mathrm{PRG}(b_i) + \sum_{j > i} \mathrm{PRG}(s_{ij})
+#   - \sum_{j < i} \mathrm{PRG}(s_{ij}) \pmod{2^{32}}.$$
+#
+# The pair masks cancel in $\sum_i y_i$; the self-masks do not, so before sending $y_i$ each client
+# splits $b_i$, and the list of its pair seeds, into $t$-of-$n$ Shamir shares, one per client. A share
+# is the value at $x = j$ of a random polynomial of degree $t - 1$ over $\mathbb{F}_p$
+# ($p = 2^{61} - 1$) whose constant term is the secret: any $t$ shares give the secret back by
+# Lagrange interpolation at 0, and $t - 1$ shares are uniformly distributed, whatever the secret.
+
+# %%
+show(sh.split, sh.reconstruct)
+seed_words = sa.self_seed(0, 1)
+shares_demo = sh.split(sh.words_to_field(seed_words), 5, 3, np.random.default_rng(SEED))
+assert np.array_equal(sh.field_to_words(sh.reconstruct([4, 1, 5], shares_demo[[3, 0, 4]], 3)), seed_words)
+print(f"a 256-bit seed = {len(sh.words_to_field(seed_words))} field elements; 3 of its 5 shares rebuild it")
+
+# %% [markdown]
+# After the deadline the server knows who sent $y_i$ (the survivors $U$) and who did not (the dropped
+# $D$). It asks every survivor for its shares of $b_j$ for $j \in U$, to remove the self-masks, and of
+# the pair seeds of $j \in D$, to remove the masks that the dropped clients left in the survivors'
+# vectors: for one client, never both. The invariant is that the server never holds $t$ shares of both
+# secrets of one client, so an honest client's $x_i$ is never exposed, even when its vector arrives
+# after it was declared dropped (for a server that follows the protocol; against one that tells
+# different clients different lists, the full protocol adds a consistency round and signatures).
+# Here the seeds come from a seeded generator where the real protocol runs a key agreement, and the
+# shares travel as counted messages to their client where it encrypts them and relays them through
+# the server. Read the client first, then the server.
+
+# %%
+show(sa.secure_client, sa.secure_aggregate)
 
 # %%
 updates = [fd.client_update(w0, like, *shards[iid][k], 1, 0.1, 32, k) - w0 for k in range(6)]
@@ -296,7 +423,9 @@ assert np.array_equal(out["sum"], sa.reference_secure_sum(updates, range(6)))
 assert np.abs(out["value"] - np.sum(updates, axis=0)).max() <= 6 * 2.0 ** -17
 seen = out["seen"][1].astype(np.float64)
 corr = np.corrcoef(seen, sa.encode(updates[0]).view(np.int32))[0, 1]
-print(f"sum of 6 masked updates exact in Z_2^32; the server's view of client 0 correlates {corr:+.3f} with its update")
+assert all(not (a >= 4 and b >= 4) for a, b in out["shares"].values())  # t = 4 of n = 6 by default
+print(f"sum of 6 masked updates exact in Z_2^32; the server's view of client 0 correlates {corr:+.3f} with its "
+      f"update; shares the server holds per client (self seed, pair seeds): {out['shares']}")
 
 # %% [markdown]
 # ## 5. The same task with a production library: Opacus and Ray actors
@@ -356,7 +485,7 @@ print(f"Opacus clipped gradient == ours (max gap {gap:.1e}); epsilon: ours {eps_
 # %%
 import logging
 
-warnings.filterwarnings("ignore", message="IProgress not found")  # no ipywidgets: plain progress is off anyway
+warnings.filterwarnings("ignore", message="IProgress not found")  # a setup without ipywidgets: tqdm.auto warns once
 logging.getLogger("ray").setLevel(logging.ERROR)
 import ray  # noqa: E402
 
@@ -462,19 +591,51 @@ assert np.isnan(nan_client).all() and fd.accuracy(poisoned, like, X_test, y_test
 # Robust aggregation (coordinate-wise median, trimmed mean, Krum) limits what one client can do;
 # Exercise 3 builds one.
 #
-# **Secure aggregation with dropout.** A client that sends its pair seeds and then crashes before its
-# masked vector leaves its masks in everyone else's vectors. The survivors reveal their seeds with the
-# dropped client and the server removes the dangling masks: the survivors' sum is still exact.
+# **Secure aggregation with dropout.** A client that has sent its seeds and shares and then crashes
+# before its masked vector leaves its pair masks in everyone else's vectors. The survivors hand the
+# server their shares of its pair seeds (and of the survivors' self-mask seeds), and the server
+# removes every mask: the survivors' sum is exact. Survivors may also drop *during* this recovery:
+# any $t$ answers suffice (here $n = 6$ clients and $t = 4$). With fewer than $t$ the masks cannot be
+# removed, and the server says so instead of returning a wrong sum.
 
 # %%
-rank = 3  # client 2: seeds to ranks 4, 5, 6, then it crashes as it sends its masked vector
-out, res = sa.run_secure_aggregation(updates, faults=cluster.Faults(crash={rank: 6 - rank}))
-assert out["dropped"] == [rank] and np.array_equal(out["sum"], sa.reference_secure_sum(updates, [0, 1, 3, 4, 5]))
+n_sa = len(updates)
+t_sa = sa.default_threshold(n_sa)
+setup = lambda r: (n_sa - r) + (n_sa - 1)  # noqa: E731  a client's sends before its vector: seeds, then shares
+rank = 3  # client 2 crashes as it sends its masked vector
+out, res = sa.run_secure_aggregation(updates, faults=cluster.Faults(crash={rank: setup(rank)}))
+survivors = [0, 1, 3, 4, 5]
+assert out["dropped"] == [rank] and np.array_equal(out["sum"], sa.reference_secure_sum(updates, survivors))
 naive = np.zeros(P, np.uint32)
 for v in out["seen"].values():
     naive = naive + v
-print(f"client on rank {rank} dropped: survivors' sum exact after recovery; without it the error would be "
-      f"{np.abs(sa.decode(naive) - sa.decode(out['sum'])).max():.3g}")
+# rank 6 sends its vector, then crashes on its answer: 4 = t survivors still answer
+out_one, _ = sa.run_secure_aggregation(updates, faults=cluster.Faults(crash={rank: setup(rank), 6: setup(6) + 1}))
+assert out_one["responders"] == [1, 2, 4, 5] and np.array_equal(out_one["sum"], out["sum"])
+try:  # ranks 2 and 6 crash on their answers: 3 < t answer, the round is lost, and the error says why
+    sa.run_secure_aggregation(updates, faults=cluster.Faults(crash={rank: setup(rank), 2: setup(2) + 1,
+                                                                    6: setup(6) + 1}))
+    raise AssertionError("3 < t answers must not unmask the sum")
+except cluster.RankError as exc:
+    print("fewer than t answers:", str(exc).strip().splitlines()[-1])
+print(f"client on rank {rank} dropped: survivors' sum exact after recovery, also when rank 6 drops during it; "
+      f"without recovery the error would be {np.abs(sa.decode(naive) - sa.decode(out['sum'])).max():.3g}")
+
+# %% [markdown]
+# **A late vector.** Client 2 was declared dropped, so the server rebuilt its pair seeds. If its vector
+# arrives now, removing those pair masks still leaves $\mathrm{PRG}(b_2)$ on it, and the server never
+# asked for shares of $b_2$: the late vector stays as unreadable as any masked vector.
+
+# %%
+seeds_3 = {j: sa.pair_seed(0, min(rank, j), max(rank, j)) for j in range(1, n_sa + 1) if j != rank}
+y_late = sa.mask(sa.encode(updates[rank - 1]), rank, seeds_3, sa.self_seed(0, rank))
+best = y_late.copy()
+for j, seed_j in out["pair_seeds"][rank].items():  # the most the server can do: remove rank 3's pair masks
+    best = best - sa.prg(seed_j, P) if j > rank else best + sa.prg(seed_j, P)
+assert rank not in out["self_seeds"] and np.array_equal(best - sa.encode(updates[rank - 1]),
+                                                         sa.prg(sa.self_seed(0, rank), P))
+late_corr = np.corrcoef(sa.decode(best), updates[rank - 1])[0, 1]
+print(f"late vector of rank {rank} after removing its pair masks: correlation {late_corr:+.3f} with its update")
 
 # %% [markdown]
 # ## 7. Evaluation: bytes, rounds, time and cost
@@ -559,12 +720,20 @@ assert table[-1]["speedup"] > 1.0
 #   - Koloskova, Loizou, Boreiri, Jaggi and Stich, "A Unified Theory of Decentralized SGD with Changing
 #     Topology and Local Updates", ICML, 2020. Rates that depend on the spectral gap of the mixing matrix.
 # - **Privacy at a useful accuracy.** DP-SGD's noise costs accuracy, and the accountant's bound may be
-#   loose. Tighter accounting, auditing a trained model to measure the leak, and private training of
-#   large models are active.
+#   loose. Tighter accounting, auditing a trained model to measure the leak, client-level guarantees
+#   without uniform client sampling (real devices check in when they are idle and charging), and
+#   private training of large models are active.
 #   - Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar and Zhang, "Deep Learning with Differential
 #     Privacy", CCS, 2016. DP-SGD with per-example clipping and the moments accountant.
 #   - Mironov, Talwar and Zhang, "Renyi Differential Privacy of the Sampled Gaussian Mechanism", arXiv
 #     preprint, 2019. The RDP bound the accountant of Section 4 computes.
+#   - McMahan, Ramage, Talwar and Zhang, "Learning Differentially Private Recurrent Language Models",
+#     ICLR, 2018. DP-FedAvg: user-level DP by sampling clients, clipping their updates and noising the
+#     sum with a fixed denominator, as built in Section 4.
+#   - Xu, Zhang, Andrew, Choquette-Choo, Kairouz, McMahan, Rosenstock and Zhang, "Federated Learning of
+#     Gboard Language Models with Differential Privacy", ACL (Industry Track), 2023. Client-level DP in
+#     production keyboards with DP-FTRL, which needs no uniform client sampling, and adaptive clipping;
+#     two of the models also used secure aggregation.
 #   - Steinke, Nasr and Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS, 2023. Inserts
 #     many canary examples independently and obtains, from a single training run, an empirical lower bound
 #     on the privacy loss of DP-SGD, central or federated.
@@ -573,10 +742,14 @@ assert table[-1]["speedup"] > 1.0
 #   logarithmic neighbourhoods, and combining them with differential privacy, are current work.
 #   - Bonawitz, Ivanov, Kreuter, Marcedone, McMahan, Patel, Ramage, Segal and Seth, "Practical Secure
 #     Aggregation for Privacy-Preserving Machine Learning", CCS, 2017. Pairwise masks, secret-shared
-#     keys and double masking for dropout.
+#     keys and double masking for dropout: the protocol of Section 4, there with key agreement,
+#     encryption of the shares and a version secure against a malicious server.
 #   - Ma, Woods, Angel, Polychroniadou and Rabin, "Flamingo: Multi-Round Single-Server Secure Aggregation
 #     with Applications to Private Federated Learning", IEEE S&P, 2023. Reuses pairwise secrets across
 #     training rounds and adds a light dropout-recovery step, cutting the rounds of interaction per sum.
+#   - Bell, Gascon, Lepoint, Li, Meiklejohn, Raykova and Yun, "ACORN: Input Validation for Secure
+#     Aggregation", USENIX Security, 2023. A faster secure aggregation that also lets the server check
+#     that each hidden input meets a norm bound, the check a clipped DP-FedAvg update needs.
 # - **Federated fine-tuning of large language models.** Clients can neither hold nor send a model of
 #   billions of parameters, so federated LLM training exchanges only small adapters (low-rank or other
 #   parameter-efficient updates). How adapters of different ranks aggregate, how non-IID instruction data

@@ -281,8 +281,9 @@ assert ev_dp["pooled"]["auroc"] > ev_fed["pooled"]["auroc"] - 0.02
 
 # %% [markdown]
 # **Secure aggregation.** With `secure_sum`, each site sends $[n_k (w_k - w_t), n_k]$ through Chapter
-# 14's pairwise masking (fresh masks every round): every vector the coordinator receives is uniform
-# noise in $\mathbb{Z}_{2^{32}}$, and only the sum of all of them decodes, to the weighted mean.
+# 14's secure aggregation (pairwise and self masks, fresh every round, with Shamir-shared recovery of a
+# site that drops): every vector the coordinator receives is uniform noise in $\mathbb{Z}_{2^{32}}$, and
+# only the sum of all of them decodes, to the weighted mean.
 
 # %%
 secure = lambda comm, x, t: sa.secure_aggregate(comm, x, session=1000 * SEED + t)  # noqa: E731
