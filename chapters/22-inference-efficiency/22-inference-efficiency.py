@@ -23,7 +23,8 @@
 # never reaches slow memory) and **speculative decoding** (several tokens per pass over the weights).
 # The roofline of Chapter 3 explains why these, and not faster arithmetic, are what matter: generating
 # a token is limited by memory bandwidth, not by FLOPs. Everything is measured on this machine, on the
-# course's tiny NumPy decoder, and checked against torchao, PyTorch and transformers.
+# course's tiny NumPy decoder and on a real language model (SmolLM2-135M-Instruct, quantized to int8 and
+# int4 in Section 5), and checked against torchao, PyTorch and transformers.
 #
 # **Prerequisites:** Chapter 3 (Performance models: the roofline and arithmetic intensity), Chapter 19
 # (Foundation model training: the decoder-only transformer and its parameter count) or Chapter 16 (Model
@@ -37,25 +38,29 @@ N_HEADS = 4
 N_LAYERS = 4  # smoke: 2
 D_FF = 512  # smoke: 256
 MAX_LEN = 256  # smoke: 128
-LENGTHS = [8, 32, 64, 128, 192, 248]  # smoke: [8, 32, 64, 120]
+LENGTHS = [8, 32, 64, 128, 192, 248]  # smoke: [8, 32, 80]
 WIDE_D_MODEL = 512
 WIDE_D_FF = 2048
 WIDE_LAYERS = 2
-BATCHES = [1, 2, 4, 8, 16, 32, 64]  # smoke: [1, 4, 16, 64]
-N_REQUESTS = 48  # smoke: 16
+BATCHES = [1, 2, 4, 8, 16, 32, 64]  # smoke: [1, 8, 64]
+N_REQUESTS = 48  # smoke: 12
 MATMUL_N = 1024  # smoke: 512
 COPY_MIB = 256  # smoke: 64
-REPEATS = 5  # smoke: 3
+REPEATS = 5  # smoke: 2
 N_KV_HEADS = 2
 FLASH_N = 512  # smoke: 128
 FLASH_D = 32
 SPEC_LAYERS = 8  # smoke: 4
-SPEC_NEW = 96  # smoke: 16
+SPEC_NEW = 96  # smoke: 12
 SPEC_KS = [1, 2, 3, 4, 6, 8]  # smoke: [2, 4]
 SPEC_EPS = 0.1
 SPEC_REPEATS = 3  # smoke: 1
 GPU_CONTEXT = 4096
 DECODE_CONTEXT = 512
+LM_PROMPTS = ["What is the capital of France?", "What is 2 + 3?"]  # smoke: ["What is 2 + 3?"]
+LM_NEW = 8
+LM_GROUP = 32
+LM_STEPS = 8  # smoke: 4
 SEED = 0
 
 # %% [markdown]
@@ -71,7 +76,9 @@ SEED = 0
 # tokens per round for each `k` in `SPEC_KS`; `SPEC_EPS` sets how strongly the target's upper blocks
 # correct its draft (Section 4), and each speculative timing is the median of `SPEC_REPEATS` runs.
 # `GPU_CONTEXT` is the context length of the GPU memory tables and `DECODE_CONTEXT` that of the GPU
-# throughput rows of Section 7.
+# throughput rows of Section 7. The real model of Section 5 answers the chat prompts `LM_PROMPTS` with at
+# most `LM_NEW` greedy tokens, its 4-bit weights have one scale per `LM_GROUP` inputs, and Section 7 times
+# `LM_STEPS` of its decode steps.
 #
 # ## 1. Motivation: which ceiling binds
 #
@@ -94,7 +101,6 @@ SEED = 0
 
 # %%
 import copy
-import logging
 import os
 import time
 import warnings
@@ -107,6 +113,7 @@ from scaleoutai import capstone, perf
 from scaleoutai.perf import hardware
 from scaleoutai.serving import efficiency as ef
 from scaleoutai.serving import flash_attention as fa
+from scaleoutai.serving import hf
 from scaleoutai.serving import quantize as qz
 from scaleoutai.serving import speculative as sp
 from scaleoutai.serving.decoder import (ContiguousCache, decode_step, decoder_forward, decoder_init, generate,
@@ -582,10 +589,9 @@ plt.show()
 # equal torchao's bit for bit, on a matrix of our decoder.
 
 # %%
-logging.getLogger("torchao").setLevel(logging.ERROR)  # optional CUDA kernels it cannot load on a CPU machine
-logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+hf.quiet()  # torchao's note on the CUDA kernels it cannot load here, torch's deprecations, progress bars
 os.environ["HF_HUB_OFFLINE"] = "1"  # nothing is downloaded: the models below are built from a config
-warnings.filterwarnings("ignore", message="IProgress not found")  # no ipywidgets: transformers' progress bars are off
+warnings.filterwarnings("ignore", message="IProgress not found")  # a setup without ipywidgets: tqdm.auto warns once
 import torch  # noqa: E402
 import torchao.quantization as tq  # noqa: E402
 
@@ -696,7 +702,119 @@ print(f"transformers assisted generation: {SPEC_NEW} greedy tokens == the target
 # adds the bookkeeping of candidates and caches, which with models this small can cost more than the
 # saved target steps (the ratio printed above). The exactness holds either way; the speed-up needs a
 # target whose step is dominated by reading its weights.
+
+# %% [markdown]
+# ### The real model: SmolLM2-135M-Instruct in int8 and int4
 #
+# Everything so far ran on decoders with random weights. The course also has a real one:
+# SmolLM2-135M-Instruct (Allal et al., 2025; Apache-2.0), an instruction-tuned Llama of 30 layers of
+# width $d = 576$, with 9 query heads sharing 3 key/value heads of $d_h = 64$ (grouped-query attention),
+# a SwiGLU MLP of 1536 and a vocabulary of 49152 whose embedding is also the output head. `make install`
+# unpacks it as one GGUF file of 98 MB in llama.cpp's Q4_1 format (`serving.model_files`), and
+# `serving.llama` runs it: a NumPy decoder with RMSNorm, rotary positions, grouped-query attention and a
+# KV cache (Chapter 36 shows it and uses it to read retrieved passages). The file is read once here and
+# dequantized to float32. That float32 model is the reference for everything below; its values are the
+# file's own 4-bit ones, unpacked, so "float32" means "the weights as shipped".
+
+# %%
+from scaleoutai.serving import llama, model_files  # noqa: E402
+
+lm_file = model_files.read_gguf()  # read and dequantized once for the chapter
+lm = llama.llama_weights(lm_file)
+lm_tok = model_files.load_tokenizer()
+lm_cfg, lm_P = lm.config, lm_file.n_params
+assert (lm_cfg.n_layers, lm_cfg.d_model, lm_cfg.n_heads, lm_cfg.n_kv_heads, lm_cfg.d_head) == (30, 576, 9, 3, 64)
+print(f"SmolLM2-135M-Instruct: P = {lm_P:,} parameters; {lm_cfg.n_layers} layers, d = {lm_cfg.d_model}, "
+      f"{lm_cfg.n_heads} query heads sharing {lm_cfg.n_kv_heads} KV heads of {lm_cfg.d_head}, MLP {lm_cfg.d_ff}, "
+      f"vocabulary {lm_cfg.vocab} (tied head); the file stores it in {lm_file.stored_bytes / 1e6:.1f} MB")
+
+# %% [markdown]
+# **Quantizing it.** Its matrices are stored as (out, in), so int8 per channel is `quantize_int8` with
+# `axis=0`: one scale per output row. The 4-bit variant cannot afford one scale per row: with 15 levels
+# a row's largest weight would leave most of the others one or two codes. `quantize_int4` gives every
+# run of `LM_GROUP` consecutive inputs of a row its own scale $s = \max|W_{group}|/7$ and codes in
+# $[-7, 7]$, the grouping of llama.cpp's Q4_0 blocks and of AWQ and GPTQ checkpoints; the bound is
+# still half a step, now the step of the weight's own group. Stored, two codes share a byte and each
+# group adds one scale: $4 + 32/g$ bits per weight with float32 scales ($g = 32$: 5 bits).
+
+# %%
+show(qz.quantize_int4)
+
+# %% [markdown]
+# `quantize_llama` quantizes the seven matrices of every layer and the tied embedding (which is also the
+# head: 21% of the parameters) and keeps the norms in float32. It returns a `LlamaWeights` whose matrices
+# are the **dequantized** codes, with the bytes the codes and scales would occupy counted beside it. We
+# chose this over a second decoder that multiplies codes and scales itself because then one `forward`
+# runs float32, int8 and int4 alike, so any change in the answers is the quantization's and not a second
+# implementation's; and the numbers multiplied are exactly those of a weight-only kernel, which widens
+# the codes to float on their way into the product (as `int8_linear` does). What it does not show is the
+# speed: our product still reads float32 (Section 7 measures what that costs). The bytes must equal the
+# count from the shapes, matrix by matrix:
+
+# %%
+with threadpool_limits(limits=1):
+    lm_q = {"int8": qz.quantize_llama(lm, bits=8), "int4": qz.quantize_llama(lm, bits=4, group=LM_GROUP)}
+lm_mats = [lm.embed] + [L[k] for L in lm.layers for k in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")]
+lm_vec = lm_P - sum(m.size for m in lm_mats)  # the norms' weights, kept in float32
+lm_want = {"int8": sum(m.size + 4 * m.shape[0] for m in lm_mats) + 4 * lm_vec,
+           "int4": sum(m.size // 2 + 4 * m.size // LM_GROUP for m in lm_mats) + 4 * lm_vec}
+for name, Qm in lm_q.items():
+    assert Qm.nbytes == lm_want[name] and Qm.float_nbytes == 4 * lm_P, name
+print(f"{'weights':>34} {'MB':>7} {'bits/param':>10} {'vs float32':>10}")
+for label, nb in [("float32", 4 * lm_P), ("the file (Q4_1, embedding Q8_0)", lm_file.stored_bytes),
+                  ("int8, a scale per row", lm_q["int8"].nbytes),
+                  (f"int4, a scale per {LM_GROUP} inputs", lm_q["int4"].nbytes)]:
+    print(f"{label:>34} {nb / 1e6:7.1f} {8 * nb / lm_P:10.2f} {4 * lm_P / nb:9.2f}x")
+fig, ax = plt.subplots(figsize=(7, 3.5))
+for name, Qm in lm_q.items():
+    per_layer = [np.mean([Qm.rel_error[(i, k)] for k in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")])
+                 for i in range(lm_cfg.n_layers)]
+    ax.semilogy(per_layer, "o-", ms=3, label=f"{name} (embedding: {Qm.rel_error[('embed', 'embed')]:.3f})")
+ax.set(xlabel="layer", ylabel="mean ||W - deq(W)|| / ||W||", title="SmolLM2-135M: relative weight error per layer")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# **What the answers become.** Each prompt in the chat template, answered greedily with at most `LM_NEW`
+# tokens by the float32 model, its int8 and its int4 versions, and by transformers' `LlamaForCausalLM`
+# holding the same float32 weights (`llama.reference_model`, built once): ours and transformers' must
+# emit the same tokens, and so must int8. Over the first prompt's positions we also compare the logits
+# themselves: the largest difference from float32's and the share of positions whose top-1 token agrees.
+
+# %%
+lm_ref = llama.reference_model(lm)  # transformers' LlamaForCausalLM holding the same float32 weights
+lm_models = {"float32": lm, "int8": lm_q["int8"].weights, "int4": lm_q["int4"].weights}
+lm_answers = {}
+with threadpool_limits(limits=1):
+    for prompt in LM_PROMPTS:
+        ids = llama.chat_ids(lm_tok, prompt)
+        outs = {name: llama.generate(m, ids, LM_NEW) for name, m in lm_models.items()}
+        assert outs["float32"] == llama.reference_generate(lm_ref, ids, LM_NEW, lm_cfg.eos_id), prompt
+        lm_answers[prompt] = outs
+        print(f"{prompt!r} ({len(ids)} prompt tokens; transformers' tokens == float32's)")
+        for name, out in outs.items():
+            print(f"  {name:>7}: {lm_tok.decode(out, skip_special_tokens=True)!r}")
+    lm_ids0 = llama.chat_ids(lm_tok, LM_PROMPTS[0])
+    lm_logits = {name: llama.forward(m, lm_ids0) for name, m in lm_models.items()}
+lm_err = {name: (float(np.abs(lm_logits[name] - lm_logits["float32"]).max()),
+                 float((lm_logits[name].argmax(-1) == lm_logits["float32"].argmax(-1)).mean())) for name in lm_q}
+for name, (e, a) in lm_err.items():
+    print(f"{name}: max |logit - float32's| {e:.2f} (logits' std {lm_logits['float32'].std():.2f}); top-1 agrees at "
+          f"{a:.0%} of the {len(lm_ids0)} prompt positions")
+assert all(o["int8"] == o["float32"] for o in lm_answers.values())
+assert lm_err["int4"][0] > lm_err["int8"][0] and lm_err["int8"][1] >= 0.9
+
+# %% [markdown]
+# Int8 with a scale per row moves each matrix by about 1% and the answers not at all: the same tokens,
+# with a top-1 token that agrees at nearly every prompt position. Round-to-nearest int4 moves each
+# matrix by about 10%, even with a scale per 32 weights, and the logits several times more than int8's;
+# an answer may survive (a short fact) or change (the arithmetic). That gap is why 4-bit schemes do not
+# just round: AWQ (Lin et al., 2024) rescales the input channels that the activations say matter before
+# rounding, GPTQ (Section 9) corrects the rounding error column by column. A second reason is
+# particular to this file: its weights already sit on a 4-bit grid, Q4_1's $d q + m$ with an offset $m$
+# per block of 32, which a symmetric grid without offset cannot reproduce.
+
+# %% [markdown]
 # ## 6. Failure modes and fault tolerance
 #
 # **An outlier channel ruins per-tensor int8.** Large language models grow a few activation and weight
@@ -903,7 +1021,87 @@ assert all(abs(sp.modelled_speedup(0.8, k, t_target, t_draft, step_time(big, k +
 # above) and its verify pass really is one step. Speculative decoding helps where the step is memory-bound, at small
 # batch; at large batch the step is already compute-heavy, the verify pass is no longer free, and
 # serving engines turn speculation down.
+
+# %% [markdown]
+# ### The real model on this CPU: measured beside modelled
 #
+# **Its KV cache.** SmolLM2 keeps, per token, a key and a value for each of its 3 KV heads of 64 in each
+# of its 30 layers: $2 \cdot 30 \cdot 3 \cdot 64 = 11{,}520$ numbers, 45 KiB in float32. With multi-head
+# attention (9 KV heads) it would be three times that. `llama.KVCache` must hold exactly that after the
+# first prompt and `LM_STEPS` decode steps, which we time one by one (batch 1, one BLAS thread):
+
+# %%
+lm_cache = llama.KVCache(lm_cfg, len(lm_ids0) + LM_STEPS)
+lm_step_s = []
+with threadpool_limits(limits=1):
+    lm_last = llama.forward(lm, lm_ids0, lm_cache, last_only=True)  # prefill
+    for _ in range(LM_STEPS):
+        t0 = time.perf_counter()
+        lm_last = llama.forward(lm, [int(np.argmax(lm_last[-1]))], lm_cache)
+        lm_step_s.append(time.perf_counter() - t0)
+lm_kv = ef.kv_bytes_per_token(lm_cfg.n_layers, lm_cfg.n_kv_heads, lm_cfg.d_head, itemsize=4)
+lm_kv_mha = ef.kv_bytes_per_token(lm_cfg.n_layers, lm_cfg.n_heads, lm_cfg.d_head, itemsize=4)
+assert lm_kv == lm_cfg.kv_bytes_per_token() == 11_520 * 4 and lm_kv_mha == 3 * lm_kv
+assert lm_cache.length == len(lm_ids0) + LM_STEPS and lm_cache.nbytes == lm_cache.length * lm_kv
+print(f"KV cache after {lm_cache.length} tokens: {lm_cache.nbytes:,} bytes = {lm_cache.length} x {lm_kv:,} "
+      f"(GQA, {lm_cfg.n_kv_heads} KV heads); multi-head attention would hold {lm_cache.length * lm_kv_mha:,}")
+print(f"a full {lm_cfg.context}-token context: {lm_cfg.context * lm_kv / 1e6:.0f} MB with GQA, "
+      f"{lm_cfg.context * lm_kv_mha / 1e6:.0f} MB with MHA, beside {4 * lm_P / 1e6:.0f} MB of float32 weights")
+
+# %% [markdown]
+# **Measured beside modelled.** The roofline of this machine (`peak`, `bw`, measured in Section 4 on one
+# thread) goes into Part V's one cost model, `step_cost.StepCost`, as an accelerator of its own: a decode
+# step reads the $4P$ bytes of the float32 weights and the cache, and does $2P$ FLOPs plus attention's.
+# The measured steps are slower than that bound by a wide margin. Chapter 3 calibrates a model by fitting
+# the constant it leaves out: a step is $t = \alpha + n/bw$ for the $n$ bytes the roofline moves, with
+# $bw$ fixed at the measured bandwidth, and the least-squares $\alpha$ is the mean of the measured time
+# minus the modelled one; `StepCost`'s `overhead` term is that $\alpha$.
+
+# %%
+import dataclasses  # noqa: E402
+
+from scaleoutai.serving.step_cost import StepCost  # noqa: E402
+
+this_cpu = hardware.Accelerator("this CPU, 1 thread (measured)", bw, peak,
+                                float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")))
+lm_cost = StepCost(weight_bytes=4 * lm_P, kv_bytes_per_token=lm_kv, flops_per_token=2 * lm_P, gpu=this_cpu,
+                   attn_flops_per_pair=4 * lm_cfg.n_layers * lm_cfg.n_heads * lm_cfg.d_head)
+lm_ctx = len(lm_ids0) + np.arange(LM_STEPS) + 1  # the step at cache length c reads c tokens and writes one
+lm_model_s = lm_cost(np.ones(LM_STEPS), lm_ctx, lm_ctx)
+lm_meas = np.array(lm_step_s)
+alpha_lm = max(0.0, float(np.mean(lm_meas - lm_model_s)))  # least squares with the slope fixed: the mean
+lm_cal = dataclasses.replace(lm_cost, overhead=alpha_lm)
+print(f"decode at batch 1: measured {1 / np.median(lm_meas):.1f} tokens/s ({np.median(lm_meas) * 1e3:.0f} ms/step); "
+      f"roofline {1 / np.median(lm_model_s):.1f} tokens/s ({np.median(lm_model_s) * 1e3:.0f} ms/step: "
+      f"{lm_cost.weight_bytes / 1e6:.0f} MB at {bw / 1e9:.1f} GB/s); measured / modelled time "
+      f"{np.median(lm_meas) / np.median(lm_model_s):.1f}x")
+print(f"calibrated: overhead alpha = {alpha_lm * 1e3:.0f} ms per step; the calibrated model predicts "
+      f"{1 / np.median(lm_cal(np.ones(LM_STEPS), lm_ctx, lm_ctx)):.1f} tokens/s")
+print(f"{'weights read per step':>40} {'roofline tokens/s':>17} {'calibrated tokens/s':>19}")
+for name, nb in (("float32", 4 * lm_P), ("int8 (a fused kernel)", lm_q["int8"].nbytes),
+                 (f"int4, g = {LM_GROUP} (a fused kernel)", lm_q["int4"].nbytes)):
+    ideal, cal = (dataclasses.replace(cm, weight_bytes=nb) for cm in (lm_cost, lm_cal))
+    print(f"{name:>40} {1 / ideal.step_seconds(1, lm_ctx[-1], lm_ctx[-1]):>17.1f} "
+          f"{1 / cal.step_seconds(1, lm_ctx[-1], lm_ctx[-1]):>19.1f}")
+assert alpha_lm == 0.0 or abs(np.mean(lm_cal(np.ones(LM_STEPS), lm_ctx, lm_ctx)) - np.mean(lm_meas)) < 1e-9  # fitted
+
+# %% [markdown]
+# The roofline is a lower bound, and our decoder sits well above it, for reasons a serving engine
+# removes: every layer is a dozen separate NumPy calls (norms, RoPE, attention, SwiGLU), each allocating
+# its output and paying Python's dispatch; the matrix-vector products at batch 1 run in BLAS, but the
+# attention over the cache and the rotations are small operations whose fixed costs do not shrink with
+# the bytes; and the bandwidth we measured is that of a streaming copy, which a product that reads a
+# (576, 1536) matrix row by row through a transposed view need not reach. The fitted $\alpha$ carries all
+# of that. It also changes what int8 would buy here: the roofline says int8 weights make a step up to
+# four times faster than float32 (a quarter of the bytes, until the arithmetic binds: where the int8
+# and int4 rows are equal, both have reached the compute roof of this CPU), the calibrated model says
+# much less, because the overhead does not shrink with the weights. That is the general lesson of
+# calibration: a lever that attacks one term of the model gains only that term's share of the measured
+# time. (The compute roof is generous too: `peak` is a float64 product's, and float32 runs about twice
+# as fast.) On a GPU, fused kernels and CUDA graphs shrink $\alpha$ to microseconds, and the weights'
+# bytes are most of the step.
+
+# %% [markdown]
 # ## 8. Exercises
 #
 # 1. **Group-wise scales.** Give every block of 32 input rows of a column its own scale (as GPTQ and
@@ -949,6 +1147,14 @@ assert all(abs(sp.modelled_speedup(0.8, k, t_target, t_draft, step_time(big, k +
 #   - Frantar, Ashkboos, Hoefler and Alistarh, "GPTQ: Accurate Post-Training Quantization for Generative
 #     Pre-trained Transformers", ICLR, 2023. Rounds weights one column at a time, correcting the rest with
 #     approximate second-order information; 3-4 bit weights.
+#   - Lin, Tang, Tang, Yang, Chen, Wang, Xiao, Dang, Gan and Han, "AWQ: Activation-aware Weight
+#     Quantization for On-Device LLM Compression and Acceleration", MLSys, 2024 (arXiv:2306.00978).
+#     Group-wise 4-bit weights whose salient input channels, found from the activations, are scaled up
+#     before rounding; the round-to-nearest int4 of Section 5 is its baseline.
+#   - Allal et al., "SmolLM2: When Smol Goes Big -- Data-Centric Training of a Small Language Model",
+#     arXiv preprint, 2025 (arXiv:2502.02737). The family whose 135M instruction-tuned member is quantized
+#     and timed in Sections 5 and 7; how far small, heavily over-trained models can be quantized before
+#     their answers change is an open question.
 # - **Partitioning inference for the memory wall.** Decode is memory-bound on one chip; spreading a model
 #   over many chips changes which of compute, memory and communication binds, and the best layout
 #   depends on batch size, context length and latency target.

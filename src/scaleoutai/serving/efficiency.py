@@ -249,6 +249,9 @@ def to_gpt2(params: Params) -> Any:
     nothing is downloaded.
     """
     import torch
+
+    from .hf import quiet
+    quiet()
     from transformers import GPT2Config, GPT2LMHeadModel
 
     params = repeat_kv_heads(params)  # GPT-2 has one K/V head per query head: GQA as its MHA equivalent

@@ -224,13 +224,13 @@ def unpermute_qk(wt: np.ndarray, n_heads: int) -> np.ndarray:
 
 def reference_model(w: LlamaWeights) -> Any:
     """transformers' ``LlamaForCausalLM`` (float32, eager attention) holding the same weights."""
-    import logging
+    from .hf import quiet
 
-    for name in ("torchao", "torch.utils._pytree", "transformers"):  # optional CUDA kernels, deprecations
-        logging.getLogger(name).setLevel(logging.ERROR)
+    quiet()
     import torch
     from transformers import LlamaConfig as HFConfig
     from transformers import LlamaForCausalLM
+    from transformers.initialization import no_init_weights
 
     c = w.config
     hf = HFConfig(vocab_size=c.vocab, hidden_size=c.d_model, intermediate_size=c.d_ff,
@@ -238,7 +238,8 @@ def reference_model(w: LlamaWeights) -> Any:
                   max_position_embeddings=c.context, rms_norm_eps=c.eps, rope_theta=c.rope_theta,
                   tie_word_embeddings=c.tied, bos_token_id=c.bos_id, eos_token_id=c.eos_id, pad_token_id=c.eos_id,
                   attn_implementation="eager")
-    model = LlamaForCausalLM(hf)
+    with no_init_weights():  # transformers' own switch: skip the random initialisation the file's weights replace
+        model = LlamaForCausalLM(hf)
     sd = {"model.embed_tokens.weight": w.embed, "model.norm.weight": w.norm}
     if not c.tied:
         sd["lm_head.weight"] = w.head

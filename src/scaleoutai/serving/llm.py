@@ -295,6 +295,9 @@ def to_hf_gpt2(params: Params, dtype: str = "float32", attn_implementation: str 
     projection biases are zero and the head is untied. Used to check transformers' continuous batching
     against our tokens (Section 5)."""
     import torch
+
+    from .hf import quiet
+    quiet()
     from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = params["config"]

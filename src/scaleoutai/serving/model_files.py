@@ -148,12 +148,12 @@ def dequantize_q4_1(raw: np.ndarray) -> np.ndarray:
 def load_tokenizer(path: str | Path | None = None) -> Any:
     """transformers' fast tokenizer built from the file's vocabulary, merges, special tokens and chat
     template (no tokenizer.json exists; nothing is downloaded)."""
-    import logging
+    from .hf import quiet
 
+    quiet()
     from transformers import PreTrainedTokenizerFast
 
     p = model_path(path)
-    logging.getLogger("transformers").setLevel(logging.ERROR)
     return PreTrainedTokenizerFast.from_pretrained(str(p.parent), gguf_file=p.name)
 
 

@@ -165,3 +165,95 @@ def quantization_report(params: Params, qparams: Params, tokens: np.ndarray) -> 
     err = np.abs(ref - got)
     return {"max_abs_error": float(err.max()), "relative_error": float(err.max() / ref.std()),
             "top1_agreement": float((ref.argmax(-1) == got.argmax(-1)).mean())}
+
+
+# ---- 4-bit group-wise weights and the real model (Chapter 22, Section 5) ----------------------------------
+
+_INT4_Q = 7  # symmetric 4-bit codes in [-7, 7] (15 of the 16 levels, as the int8 default keeps +-127)
+
+
+def quantize_int4(W: np.ndarray, group: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """Group-wise symmetric 4-bit codes: each run of ``group`` consecutive weights along the last axis
+    (the input features of an (out, in) matrix: GGUF's Q4_0 blocks, AWQ's and GPTQ's groups) gets its own
+    scale s = max |W_group| / 7 and codes q = clip(round(W / s), -7, 7). Returns q (int8 holding 4-bit
+    values, W's shape) and scales (rows, cols / group). Guarantees |W - dequantize_int4(q, s)| <= s / 2
+    (to a few ulps where W / s falls on a tie: W is multiplied by the reciprocal of s, as in int8).
+    Stored packed, two codes per byte: ``int4_nbytes``."""
+    W = _float_array("W", W)
+    rows, cols = W.shape
+    if group < 1 or cols % group:
+        raise ValueError(f"group={group} must divide the {cols} columns of W (the input features)")
+    Wg = W.reshape(rows, cols // group, group)
+    amax = np.abs(Wg).max(axis=-1, keepdims=True)
+    scale = np.where(amax > 0, amax / W.dtype.type(_INT4_Q), W.dtype.type(1)).astype(W.dtype)
+    q = np.clip(np.round(Wg * (W.dtype.type(1) / scale)), -_INT4_Q, _INT4_Q).astype(np.int8)
+    return q.reshape(rows, cols), scale.reshape(rows, cols // group)
+
+
+def dequantize_int4(q: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """deq = q * s, each scale broadcast over its group of q.shape[1] / scale.shape[1] columns."""
+    q, scale = np.asarray(q), np.asarray(scale)
+    rows, cols = q.shape
+    if scale.shape[0] != rows or cols % scale.shape[1]:
+        raise ValueError(f"scales of shape {scale.shape} do not tile codes of shape {q.shape}")
+    group = cols // scale.shape[1]
+    return (q.reshape(rows, -1, group).astype(scale.dtype) * scale[..., None]).reshape(rows, cols)
+
+
+def int4_nbytes(q: np.ndarray, scale: np.ndarray) -> int:
+    """Bytes stored: two 4-bit codes per byte (ceil(size / 2)) plus the scales."""
+    return int((np.asarray(q).size + 1) // 2 + np.asarray(scale).nbytes)
+
+
+@dataclass
+class QuantizedLlama:
+    """A ``llama.LlamaWeights`` whose matrices (the 7 per layer and the tied embedding/head) are replaced
+    by their dequantized codes, runnable by ``llama.forward`` and ``llama.generate`` unchanged; the norms
+    stay float. ``nbytes``: the bytes stored (codes, packed for 4 bits, plus scales, plus the float
+    norms); ``float_nbytes``: the same weights in float32; ``rel_error``: ||W - deq(W)||_F / ||W||_F per
+    matrix, keyed (layer, name) or ("embed", "embed")."""
+
+    weights: Any
+    nbytes: int
+    float_nbytes: int
+    rel_error: dict[tuple[Any, str], float]
+
+
+_LLAMA_MATRICES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
+
+
+def quantize_llama(w: Any, bits: int = 8, group: int = 32) -> QuantizedLlama:
+    """Weight-only quantization of a Llama (Chapter 22, Section 5): bits=8 is ``quantize_int8`` with one
+    scale per output row (axis 0 of an (out, in) matrix), bits=4 is ``quantize_int4`` with one scale per
+    ``group`` inputs of a row. The returned weights are the dequantized matrices ("fake quantization"):
+    the numbers a weight-only kernel multiplies, with the bytes it would store counted in ``nbytes``."""
+    from .llama import LlamaWeights
+
+    if bits not in (4, 8):
+        raise ValueError(f"bits must be 8 (per-channel int8) or 4 (group-wise int4), got {bits}")
+    nbytes = float_nbytes = 0
+    rel: dict[tuple[Any, str], float] = {}
+
+    def quant(key: tuple[Any, str], W: np.ndarray) -> np.ndarray:
+        nonlocal nbytes, float_nbytes
+        if bits == 8:
+            q, s = quantize_int8(W, axis=0)
+            deq, stored = dequantize(q, s, axis=0), q.nbytes + s.nbytes
+        else:
+            q, s = quantize_int4(W, group)
+            deq, stored = dequantize_int4(q, s), int4_nbytes(q, s)
+        nbytes, float_nbytes = nbytes + stored, float_nbytes + W.size * 4
+        rel[key] = float(np.linalg.norm(W - deq) / np.linalg.norm(W))
+        return deq.astype(np.float32, copy=False)
+
+    def keep(v: np.ndarray) -> np.ndarray:
+        nonlocal nbytes, float_nbytes
+        nbytes, float_nbytes = nbytes + v.size * 4, float_nbytes + v.size * 4
+        return v
+
+    embed = quant(("embed", "embed"), w.embed)
+    head = embed if w.head is w.embed else quant(("head", "head"), w.head)
+    layers = [{k: (quant((i, k), v) if k in _LLAMA_MATRICES else keep(v)) for k, v in L.items()}
+              for i, L in enumerate(w.layers)]
+    norm = keep(w.norm)
+    return QuantizedLlama(LlamaWeights(w.config, embed, head, norm, layers), nbytes, float_nbytes, rel)
