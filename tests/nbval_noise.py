@@ -1,5 +1,6 @@
 """A pytest plugin for the nbval run of a chapter: it keeps what each cell wrote to stderr (warnings, library
-logs, progress bars of libraries; ipykernel forwards C and JVM output there too) and writes it as JSON to the
+logs, progress bars of libraries; ipykernel forwards C and JVM output there too) and every widget it drew (a
+library's progress bar once ipywidgets is installed), and writes them as JSON to the
 file named by ``SCALEOUT_NOISE_OUT``, one ``[first line of the cell, text]`` pair per stderr stream (issue 33,
 item 6).
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 _FOUND: list[tuple[str, str]] = []
+WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -25,6 +27,10 @@ def pytest_runtest_call(item):
     for out in outs:
         if out.get("output_type") == "stream" and out.get("name") == "stderr":
             _FOUND.append((first[:120], "".join(out.get("text", ""))))
+        data = out.get("data") or {}
+        if WIDGET in data:  # a library's progress bar drawn as a widget (tqdm.auto with ipywidgets)
+            text = data.get("text/plain", "")
+            _FOUND.append((first[:120], "[widget] " + ("".join(text) if isinstance(text, list) else str(text))))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -174,7 +174,7 @@ import logging
 import warnings
 
 logging.getLogger("ray").setLevel(logging.ERROR)  # Ray Data reports every stage at INFO level
-warnings.filterwarnings("ignore", message="IProgress not found")  # no ipywidgets: plain progress is off anyway
+warnings.filterwarnings("ignore", message="IProgress not found")  # a setup without ipywidgets: tqdm.auto warns once
 import ray  # noqa: E402
 import ray.data  # noqa: E402
 

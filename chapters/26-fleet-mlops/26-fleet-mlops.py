@@ -198,6 +198,10 @@ print(f"fleet PSI = {drift.psi(ref, recent):.4f} for K in {FLEET_K + [len(recent
 # model MLflow serves after each decision answers exactly as our champion does.
 
 # %%
+import contextlib
+import io
+import warnings
+
 import mlflow
 from mlflow import MlflowClient
 
@@ -205,6 +209,7 @@ from scaleoutai.capstone import tracking
 
 tracking.quiet_mlflow_logs()
 logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
+warnings.filterwarnings("ignore", message="Add type hints to the `predict` method")  # a suggestion of MLflow's
 store = tempfile.mkdtemp(prefix="ch26-mlflow-")
 mlflow.set_tracking_uri(f"sqlite:///{store}/mlflow.db")
 # The experiment keeps its artifacts (the logged models) beside the database, not in ./mlruns of this folder.
@@ -225,7 +230,8 @@ class LinearModel(mlflow.pyfunc.PythonModel):
 t0 = time.perf_counter()
 versions = {}
 for label, model in (("good", LinearModel(w)), ("bad", LinearModel(w, flip=True))):
-    with mlflow.start_run(run_name=label):
+    # the registry prints "Successfully registered model ..." itself; the versions are printed below
+    with mlflow.start_run(run_name=label), contextlib.redirect_stderr(io.StringIO()):
         info = mlflow.pyfunc.log_model(name="model", python_model=model, registered_model_name="churn")
     versions[label] = int(info.registered_model_version)
 client.set_registered_model_alias("churn", "champion", versions["good"])

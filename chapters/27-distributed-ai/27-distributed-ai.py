@@ -303,7 +303,7 @@ for p in range(PUZZLES):
 import logging
 import warnings
 
-warnings.filterwarnings("ignore", message="IProgress not found")
+warnings.filterwarnings("ignore", message="IProgress not found")  # a setup without ipywidgets: tqdm.auto warns once
 logging.getLogger("ray").setLevel(logging.ERROR)
 import ray  # noqa: E402
 

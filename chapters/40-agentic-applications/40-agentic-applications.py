@@ -410,7 +410,7 @@ print(f"crash after {len(out['resumed'])} of {len(plan5)} calls were checkpointe
 # %%
 from scaleoutai.capstone.tracking import open_experiment  # noqa: E402
 
-warnings.filterwarnings("ignore", message="IProgress not found")  # no ipywidgets: MLflow's progress bars are off
+warnings.filterwarnings("ignore", message="IProgress not found")  # a setup without ipywidgets: tqdm.auto warns once
 
 WORK = Path(tempfile.mkdtemp(prefix="ch40-"))
 URI, EXP = f"sqlite:///{WORK / 'mlflow.db'}", "ch40-agentic"
