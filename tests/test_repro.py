@@ -63,7 +63,10 @@ def test_a_package_reruns_to_its_numbers_and_a_changed_one_fails(tmp_path, capsy
     report = capsys.readouterr().out
     assert f"not reproduced: {key}: {value * 1.01!r} expected, got {value!r}" in report and "1 number(s) not reproduced" in report
     chapter = out / f"chapter/{CHAPTER}/{CHAPTER}.py"
-    chapter.write_text(chapter.read_text() + "\n# %%\nassert False, 'a chapter whose assert no longer holds'\n")
+    # the failing assert goes into the parameters cell, the chapter's first code cell: it fails at once
+    text = chapter.read_text()
+    cut = text.index("\n", text.index('# %% tags=["parameters"]')) + 1
+    chapter.write_text(text[:cut] + "assert False, 'a chapter whose assert no longer holds'\n" + text[cut:])
     with pytest.raises(UserError, match=r"did not run to the end \(failed\).*a chapter whose assert no longer holds"):
         verify(out, timeout=240)
 
