@@ -15,6 +15,22 @@ from pathlib import Path
 import pytest
 
 _FOUND: list[tuple[str, str]] = []
+
+
+def _start_kernel_as_jupyter_does(original):
+    """ipykernel forwards what native code writes to descriptor 2 (a JVM, a C++ profiler) into the cell, as
+    JupyterLab shows it, unless PYTEST_CURRENT_TEST is in its environment; nbval starts its kernel from
+    inside a test, so without this that output would bypass the check."""
+    def start(*args, **kwargs):
+        kwargs.setdefault("env", {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"})
+        return original(*args, **kwargs)
+    return start
+
+
+def pytest_configure(config):
+    import nbval.kernel
+
+    nbval.kernel.start_new_kernel = _start_kernel_as_jupyter_does(nbval.kernel.start_new_kernel)
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
 

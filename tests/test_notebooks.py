@@ -450,3 +450,24 @@ def test_lab_lands_on_the_index_and_saving_a_chapter_leaves_the_course_untouched
     after = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True).stdout
     assert after == before, f"scaleout lab changed the course:\n{after}"
     assert "workspace" in (tmp_path / "lab.log").read_text() and "ready in" in (tmp_path / "lab.log").read_text()
+
+
+def test_the_noise_plugin_keeps_stderr_and_library_widgets_and_the_list_excuses_only_what_it_names(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import warnings\nwarnings.warn('a library speaks')"),
+                nbformat.v4.new_code_cell("import os\nos.write(2, b'from C\\n')"),
+                nbformat.v4.new_code_cell("import time\ntime.sleep(1)\nprint('a result')")]
+    path = tmp_path / "noisy.ipynb"
+    nbformat.write(nb, path)
+    out = tmp_path / "noise.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+               SCALEOUT_NOISE_OUT=str(out))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-p", "no:cacheprovider", "-p", "nbval_noise",
+                           str(path), "-q"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    found = json.loads(out.read_text())
+    lines = [line for cell, line in unintended_noise("00-nothing-listed", found)]
+    assert any("UserWarning: a library speaks" in line for line in lines) and "from C" in lines, lines
+    assert not any("a result" in line for line in lines)
+    listed = [("x", "scaleout run: rank 0 exited with status 1; stopped the others"), ("x", "from C")]
+    assert unintended_noise("41-capstone", [[c, t] for c, t in listed]) == [("x", "from C")]

@@ -66,6 +66,21 @@ def test_a_cached_chapter_is_reused_and_an_edited_one_runs_again(tmp_path):
     assert [r.status for r in again] == ["ok"] and again[0].output != first[0].output
 
 
+def test_a_chapter_that_failed_is_not_reused_and_runs_again(tmp_path):
+    chapter = tmp_path / "chapters" / "01-x"
+    chapter.mkdir(parents=True)
+    source = chapter / "01-x.py"
+    flag = tmp_path / "broken"
+    flag.write_text("")
+    source.write_text('# %% [markdown]\n# # Chapter 1. X\n\n# %% tags=["parameters"]\nN = 3  # smoke: 2\n\n# %%\n'
+                      f'import os\nassert not os.path.exists({str(flag)!r}), "a start-up that failed"\n')
+    cache = tmp_path / "cache"
+    first = site.execute_chapters([source], cache, True, 120, progress=False)
+    assert [r.status for r in first] == ["failed"] and first[0].output.name.endswith(".failed.ipynb")
+    flag.unlink()  # the same source, the same library: only the outcome differs
+    assert [r.status for r in site.execute_chapters([source], cache, True, 120, progress=False)] == ["ok"]
+
+
 def test_a_page_holding_a_line_of_the_solutions_manual_is_refused(tmp_path):
     line = sorted(all_secret_lines(ROOT), key=len)[-1]
     (tmp_path / "chapters").mkdir()

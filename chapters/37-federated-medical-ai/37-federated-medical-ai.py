@@ -338,6 +338,10 @@ params = nn.unflatten(w0, like)
 clean = nn.flatten(pv.dp_sgd_gradient(params, Xb, yb, C_CLIP, 0.0, B_OP, np.random.default_rng(0)))
 
 
+# Opacus hooks the model; our inputs need no gradient, which torch reports on every backward pass
+warnings.filterwarnings("ignore", message="Full backward hook is firing")
+
+
 def opacus_grads(sigma, reps):
     torch.manual_seed(SEED)
     lin = torch.nn.Linear(len(clinical.FEATURES), 2).double()

@@ -284,10 +284,15 @@ def torch_layers(params: nn.Params, start: int, stop: int) -> Any:
 def export_onnx(params: nn.Params, stop: int, path: str, batch: int = 8) -> str:
     """The edge half (layers [0, stop)) to ONNX with ``torch.onnx.export`` (the dynamo exporter, torch's
     default), one file with the weights inside, a dynamic batch axis; returns ``path``."""
+    import logging
+
     import torch
 
     if stop < 1:
         raise ValueError(f"the edge half needs at least one layer to export, got stop={stop}")
+    # the exporter logs a warning per torchvision operator it cannot register (torchvision is not a course
+    # dependency, and these layers use none of them)
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     model = torch_layers(params, 0, stop)
     x = torch.zeros(batch, widths(params)[0])
     torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["h"], external_data=False,

@@ -67,7 +67,8 @@ def default_cache() -> Path:
 
 def execute_chapters(sources: list[Path], cache: Path, smoke: bool, timeout: float,
                      progress: bool = True) -> list[RunRecord]:
-    """Each chapter executed once per cache key: a cached copy is reused (status "cached")."""
+    """Each chapter executed once per cache key: a cached copy of a run that went through is reused (status
+    "cached"); a failed run is kept as ``*.failed.ipynb`` and runs again next time."""
     from tqdm import tqdm
 
     library = library_digest()
@@ -80,7 +81,12 @@ def execute_chapters(sources: list[Path], cache: Path, smoke: bool, timeout: flo
             records.append(RunRecord(source.stem, source, target, "cached", 0.0))
             continue
         params = smoke_parameters(source) if smoke else {}
-        records.append(run_one(source, target, params, timeout))
+        record = run_one(source, target, params, timeout)
+        if record.status != "ok" and target.is_file():  # only a chapter that ran through is reused
+            failed = target.with_name(f"{target.stem}.failed.ipynb")
+            os.replace(target, failed)
+            record = RunRecord(record.name, record.source, failed, record.status, record.seconds, record.error)
+        records.append(record)
     bar.close()
     return records
 
