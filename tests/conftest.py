@@ -34,6 +34,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+@pytest.fixture(scope="session")
+def smollm2():
+    """The real model, read once per worker: {"path", "file" (GGUFModel), "w" (LlamaWeights), "tok"}; skips with
+    the one-line `make install` message when the model file is absent."""
+    from scaleoutai.errors import UserError
+    from scaleoutai.serving import llama, model_files
+
+    try:
+        path = model_files.model_path()
+    except UserError as e:
+        pytest.skip(str(e))
+    m = model_files.read_gguf(path)
+    return {"path": path, "file": m, "w": llama.llama_weights(m), "tok": model_files.load_tokenizer(path)}
+
+
 @pytest.fixture(scope="module")
 def ray_local():
     """A local Ray on the 2 cores, one per test module that asks for it, shut down when the module ends."""

@@ -22,20 +22,14 @@ LOGIT_ATOL = 2e-3  # float32 in both; measured max |ours - transformers| about 1
 
 
 @pytest.fixture(scope="module")
-def real():
-    try:
-        path = model_files.model_path()
-    except UserError as e:
-        pytest.skip(str(e))
+def real(smollm2):
     import torch
     from threadpoolctl import threadpool_limits
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     with threadpool_limits(1):
-        m = model_files.read_gguf(path)
-        w = llama.llama_weights(m)
-        yield {"file": m, "w": w, "tok": model_files.load_tokenizer(path), "ref": llama.reference_model(w)}
+        yield {**smollm2, "ref": llama.reference_model(smollm2["w"])}
     torch.set_num_threads(threads)
 
 

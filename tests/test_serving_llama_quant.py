@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scaleoutai.errors import UserError
-from scaleoutai.serving import llama, model_files
+from scaleoutai.serving import llama
 from scaleoutai.serving import quantize as qz
 
 PROMPT = "What is the capital of France?"
@@ -58,16 +57,11 @@ def test_int4_group_that_does_not_divide_the_inputs_is_refused():
 # ---------------------------------------------------------------- the real model
 
 @pytest.fixture(scope="module")
-def real():
-    try:
-        path = model_files.model_path()
-    except UserError as e:
-        pytest.skip(str(e))
+def real(smollm2):
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1):
-        w = llama.llama_weights(model_files.read_gguf(path))
-        tok = model_files.load_tokenizer(path)
+        w, tok = smollm2["w"], smollm2["tok"]
         ids = llama.chat_ids(tok, PROMPT)
         q8, q4 = qz.quantize_llama(w, 8), qz.quantize_llama(w, 4, group=32)
         out = {name: llama.generate(m, ids, NEW_TOKENS) for name, m in (("f32", w), ("int8", q8.weights))}
