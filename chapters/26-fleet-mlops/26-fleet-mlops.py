@@ -200,7 +200,6 @@ print(f"fleet PSI = {drift.psi(ref, recent):.4f} for K in {FLEET_K + [len(recent
 # %%
 import contextlib
 import io
-import warnings
 
 import mlflow
 from mlflow import MlflowClient
@@ -209,7 +208,6 @@ from scaleoutai.capstone import tracking
 
 tracking.quiet_mlflow_logs()
 logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)
-warnings.filterwarnings("ignore", message="Add type hints to the `predict` method")  # a suggestion of MLflow's
 store = tempfile.mkdtemp(prefix="ch26-mlflow-")
 mlflow.set_tracking_uri(f"sqlite:///{store}/mlflow.db")
 # The experiment keeps its artifacts (the logged models) beside the database, not in ./mlruns of this folder.
@@ -222,7 +220,7 @@ class LinearModel(mlflow.pyfunc.PythonModel):
     def __init__(self, w, flip=False):
         self.w, self.flip = np.asarray(w), flip
 
-    def predict(self, context, model_input, params=None):
+    def predict(self, context, model_input: np.ndarray, params=None):  # typed: MLflow asks for a hint
         pred = (np.asarray(model_input, dtype=float) @ self.w > 0).astype(int)
         return 1 - pred if self.flip else pred
 
