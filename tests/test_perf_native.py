@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from scaleoutai import perf
 
@@ -26,11 +25,11 @@ def test_the_descriptor_is_restored_when_the_block_raises(capfd):
     assert native.text == "before the error\n" and capfd.readouterr().err == "visible\n"
 
 
-def test_torch_profiler_start_and_stop_lines_are_kept_out():
-    import subprocess
+def test_torch_profiler_start_and_stop_lines_are_kept_out(capfd):
+    import torch
+    from torch.profiler import ProfilerActivity, profile
 
-    code = ("import torch; from scaleoutai import perf; from torch.profiler import profile, ProfilerActivity\n"
-            "with perf.native_stderr() as n, profile(activities=[ProfilerActivity.CPU]):\n"
-            "    torch.ones(4).sum()\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    with perf.native_stderr() as native, profile(activities=[ProfilerActivity.CPU]):
+        torch.ones(4).sum()
+    assert "profiler_start" in native.text  # what torch 2.13's profiler writes, now in our hands
+    assert capfd.readouterr().err == ""
