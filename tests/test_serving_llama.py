@@ -127,3 +127,24 @@ def test_reference_weights_equal_transformers_own_gguf_loader(real):
     assert set(theirs) <= set(ours) and len(theirs) == 1 + 1 + 9 * 30  # embedding (tied head), final norm, layers
     for k, t in theirs.items():
         assert torch.equal(torch.as_tensor(t, dtype=torch.float32), ours[k]), k
+
+
+@pytest.mark.slow
+def test_the_tokenizer_converted_once_is_kept_beside_the_model_and_reads_back_the_same(tmp_path):
+    try:
+        real_file = model_files.model_path()
+    except UserError as e:
+        pytest.skip(str(e))
+    link = tmp_path / real_file.name
+    link.symlink_to(real_file)
+    converted = model_files.load_tokenizer(link)
+    saved = model_files.tokenizer_dir(link)
+    assert (saved / "tokenizer.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([link.name, saved.name])  # no temporary left
+    again = model_files.load_tokenizer(link)
+    for messages in (PROMPTS[0], "What is 2 + 3?", [{"role": "system", "content": "Be brief."},
+                                                    {"role": "user", "content": "Hi"}]):
+        ids = llama.chat_ids(converted, messages)
+        assert llama.chat_ids(again, messages) == ids and again.decode(ids) == converted.decode(ids)
+    assert (again.eos_token_id, again.bos_token_id, len(again)) == (converted.eos_token_id, converted.bos_token_id,
+                                                                     len(converted))

@@ -145,16 +145,39 @@ def dequantize_q4_1(raw: np.ndarray) -> np.ndarray:
     return (d * q + m).reshape(rows, -1)
 
 
+def tokenizer_dir(path: str | Path | None = None) -> Path:
+    """Where the tokenizer converted from the GGUF file is kept, beside the file (``<stem>.tokenizer/``)."""
+    p = model_path(path)
+    return p.with_name(f"{p.stem}.tokenizer")
+
+
 def load_tokenizer(path: str | Path | None = None) -> Any:
     """transformers' fast tokenizer built from the file's vocabulary, merges, special tokens and chat
-    template (no tokenizer.json exists; nothing is downloaded)."""
+    template (no tokenizer.json exists; nothing is downloaded).
+
+    Converting the file's 49,152-token vocabulary takes seconds, so the first call saves the result beside
+    the model (``tokenizer_dir``, written to a temporary folder and renamed: another process never sees half
+    of it) and later calls read that; where the folder is not writable the conversion just runs each time."""
     from .hf import quiet
 
     quiet()
     from transformers import PreTrainedTokenizerFast
 
     p = model_path(path)
-    return PreTrainedTokenizerFast.from_pretrained(str(p.parent), gguf_file=p.name)
+    saved = tokenizer_dir(p)
+    if (saved / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(str(saved))
+    tok = PreTrainedTokenizerFast.from_pretrained(str(p.parent), gguf_file=p.name)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{saved.name}-", dir=p.parent))
+    except OSError:  # a read-only install: nothing to keep
+        return tok
+    try:
+        tok.save_pretrained(str(tmp))
+        tmp.rename(saved)
+    except OSError:  # another process renamed its copy first: theirs is the same
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tok
 
 
 def main(argv: list[str] | None = None) -> int:
