@@ -46,7 +46,11 @@ def _levels(levels: str) -> tuple[float, int, int]:
 
 
 def _quantize(W: np.ndarray, amax: np.ndarray, levels: str) -> tuple[np.ndarray, np.ndarray]:
-    half_range, lo, hi = _levels(levels)
+    return _codes(W, amax, *_levels(levels))
+
+
+def _codes(W: np.ndarray, amax: np.ndarray, half_range: float, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric codes clip(round(W / s), lo, hi) with s = amax / half_range (amax broadcasts over W)."""
     # an all-zero channel gets step 1: its codes are 0 and dequantize exactly, and nothing divides by 0
     scale = np.where(amax > 0, amax / W.dtype.type(half_range), W.dtype.type(1)).astype(W.dtype)
     # multiply by the reciprocal (one division per channel), rounding half to even: torchao's arithmetic,
@@ -184,9 +188,7 @@ def quantize_int4(W: np.ndarray, group: int = 32) -> tuple[np.ndarray, np.ndarra
     if group < 1 or cols % group:
         raise ValueError(f"group={group} must divide the {cols} columns of W (the input features)")
     Wg = W.reshape(rows, cols // group, group)
-    amax = np.abs(Wg).max(axis=-1, keepdims=True)
-    scale = np.where(amax > 0, amax / W.dtype.type(_INT4_Q), W.dtype.type(1)).astype(W.dtype)
-    q = np.clip(np.round(Wg * (W.dtype.type(1) / scale)), -_INT4_Q, _INT4_Q).astype(np.int8)
+    q, scale = _codes(Wg, np.abs(Wg).max(axis=-1, keepdims=True), _INT4_Q, -_INT4_Q, _INT4_Q)
     return q.reshape(rows, cols), scale.reshape(rows, cols // group)
 
 
